@@ -1,0 +1,375 @@
+"""A minimal agent: a model, three tools and a loop.
+
+    task ─► messages ─► model ─► reply has tool calls? ──no──► final answer
+                ▲                        │ yes
+                └── one tool message ◄───┘ run each call (read_file, write_file, run_shell)
+                    per call
+
+Read run() first: it is the whole idea. Everything else is plumbing around it.
+Usage: python agent.py "task"   (python agent.py --help for options)
+"""
+
+import argparse
+import ipaddress
+import json
+import sys
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import openai
+
+import config
+import tools
+from tools import TOOL_MAP, TOOLS
+
+# Settings. Flags given on the command line replace them in main().
+MODEL = config.MODEL
+BASE_URL = config.BASE_URL
+MAX_STEPS = 20  # model requests per task
+# Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
+SYSTEM_PROMPT = (
+    "You are a careful assistant working in a folder on the user's computer. "
+    "Use the tools to read files, write files and run shell commands there; "
+    "file paths are relative to that folder. Check your work, then answer briefly."
+)
+# finish_reason values that end the run without an answer, and what to tell the person.
+STOP_REASONS = {
+    "length": "the reply was cut off at the output token limit; its tool calls were not run",
+    "content_filter": "the provider's content filter stopped the reply",
+    "insufficient_system_resource": "the provider is out of capacity for now; try again later",
+}
+RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
+
+client = None  # an openai.OpenAI, made in main() once the flags are read
+transcript = None  # the open JSONL file each event is appended to
+tokens = {"prompt": 0, "cached": 0, "completion": 0}  # totals over the run
+
+
+def run(task: str, messages: list[dict] | None = None) -> str | None:
+    """Work on task until the model answers. Return the answer, or None if stopped."""
+    if messages is None:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    messages.append({"role": "user", "content": task})
+    record("user/message", content=task)
+    for step in range(1, MAX_STEPS + 1):
+        started = time.monotonic()
+        resp = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+        if not getattr(resp, "choices", None):
+            raise BadReply(f"the server sent a reply with no choices: {shorten(str(resp), 300)}")
+        msg = resp.choices[0].message
+        finish_reason = resp.choices[0].finish_reason
+        messages.append(assistant_message(msg, messages))
+        latency_ms = round((time.monotonic() - started) * 1000)
+        record(
+            "assistant/message",
+            message=messages[-1],
+            finish_reason=finish_reason,
+            usage=dump(resp.usage),
+            latency_ms=latency_ms,
+        )
+        report_usage(step, resp.usage, latency_ms)
+
+        calls = messages[-1].get("tool_calls", [])
+        if finish_reason in STOP_REASONS:
+            # The arguments may be cut off mid-way: answer each call without running it.
+            answer_unrun(messages, calls, f"not run: {STOP_REASONS[finish_reason]}")
+            return stop(finish_reason, STOP_REASONS[finish_reason])
+        if not calls:
+            record("turn/end", status="answered")
+            return messages[-1]["content"]
+        for call in calls:
+            name = call["function"]["name"]
+            say(f"  → {name}({shorten(call['function']['arguments'], 120)})")
+            result, ok = call_tool(name, call["function"]["arguments"])
+            say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            record("tool/result", call_id=call["id"], name=name, content=result, ok=ok)
+    return stop("max_steps", f"reached MAX_STEPS ({MAX_STEPS}) without an answer; raise it with --max-steps")
+
+
+class BadReply(Exception):
+    """The server answered 200 with something that is not a chat completion."""
+
+
+def assistant_message(msg, messages: list[dict]) -> dict:
+    """The reply as an explicit dict that every server accepts back."""
+    # content is never null: Ollama's and Mistral's templates reject a null content.
+    message = {"role": "assistant", "content": msg.content if isinstance(msg.content, str) else ""}
+    extra = msg.model_extra or {}
+    if "reasoning_content" in extra:
+        # DeepSeek's thinking mode answers 400 on later requests if this is not sent back.
+        message["reasoning_content"] = extra["reasoning_content"] or ""
+    if msg.tool_calls:
+        used = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+        message["tool_calls"] = [tool_call(c, used) for c in msg.tool_calls]
+    return message
+
+
+def tool_call(call, used: set[str]) -> dict:
+    """One tool call with a unique id and its arguments as a JSON string."""
+    call_id = call.id if isinstance(call.id, str) and call.id.strip() and call.id not in used else ""
+    if not call_id:  # some local servers send no id, or the same id every time
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+    used.add(call_id)
+    function = call.function
+    name = getattr(function, "name", None)
+    arguments = getattr(function, "arguments", None)
+    if isinstance(arguments, (dict, list)):  # some servers send an object, not a string
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    if not isinstance(arguments, str) or not arguments.strip():
+        arguments = "{}"
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name.strip() if isinstance(name, str) else "", "arguments": arguments},
+    }
+
+
+def call_tool(name: str, arguments: str) -> tuple[str, bool]:
+    """Run one tool call. Return (result, ok); every failure is a result the model can read."""
+    if name not in TOOL_MAP:
+        return f"error: unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}", False
+    try:
+        args = json.loads(arguments)
+        if isinstance(args, str):  # arguments encoded twice: a JSON string holding the object
+            args = json.loads(args)
+    except json.JSONDecodeError as e:
+        return f"error: arguments are not valid JSON ({e.msg}): {shorten(arguments, 200)}", False
+    if not isinstance(args, dict):
+        return f"error: arguments must be a JSON object, not {type(args).__name__}", False
+    expected = tools.parameters(name)
+    missing = [p for p in expected if p not in args]
+    unexpected = [p for p in args if p not in expected]
+    if missing or unexpected:
+        return (
+            f"error: {name} takes {', '.join(expected)}; "
+            f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
+        ), False
+    try:
+        result = TOOL_MAP[name](**args)
+    except tools.ToolError as e:
+        return tools.clip(f"error: {e}"), False
+    except Exception as e:  # noqa: BLE001 -- a bug or an OS error in a tool is news for the model, not a crash
+        return f"error: {type(e).__name__}: {e}", False
+    return tools.clip(result), True
+
+
+def answer_unrun(messages: list[dict], calls: list[dict], reason: str) -> None:
+    """Give each call a tool message without running it, so the history stays valid."""
+    for call in calls:
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": reason})
+        record("tool/result", call_id=call["id"], name=call["function"]["name"], content=reason, ok=False)
+
+
+def stop(status: str, why: str) -> None:
+    """End the run without an answer."""
+    say(f"stopped: {why}")
+    record("turn/end", status=status)
+
+
+def say(text: str) -> None:
+    """Progress for the person: stderr, so stdout holds only the answer."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line of at most limit characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def record(event: str, **fields) -> None:
+    """Append one event to the transcript and flush it, so a crash loses nothing before it."""
+    if transcript:
+        line = {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
+        transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
+        transcript.flush()
+
+
+def dump(usage) -> dict | None:
+    """The usage object as the server sent it, or None."""
+    return usage.model_dump(exclude_none=True) if usage else None
+
+
+def report_usage(step: int, usage, latency_ms: int) -> None:
+    """Print a step's token counts and add them to the totals."""
+    prompt = getattr(usage, "prompt_tokens", None) or 0
+    completion = getattr(usage, "completion_tokens", None) or 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
+    cached = getattr(usage, "prompt_cache_hit_tokens", None) or getattr(details, "cached_tokens", None) or 0
+    for key, value in (("prompt", prompt), ("cached", cached), ("completion", completion)):
+        tokens[key] += value
+    say(f"step {step}: {prompt} prompt tokens ({cached} cached), {completion} completion tokens, {latency_ms} ms")
+
+
+def explain(error: Exception) -> str:
+    """One or two lines about a failed request: what happened, the server's words, what to check."""
+    detail = server_message(error)
+    if isinstance(error, openai.APITimeoutError):
+        return f"the request to {BASE_URL} timed out. Check that the server is up and not overloaded."
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error
+        return f"could not reach {BASE_URL}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
+    if isinstance(error, BadReply):
+        return f"{detail}. Check that AGENT_BASE_URL is an OpenAI-compatible endpoint."
+    status = getattr(error, "status_code", "?")
+    hint = {
+        401: "Check AGENT_API_KEY (or DEEPSEEK_API_KEY) in your environment or .env.",
+        402: "Check your balance with the provider.",
+        403: "Check that your key may use this model.",
+        404: "Check AGENT_BASE_URL (many servers want it to end in /v1) and AGENT_MODEL.",
+        429: "The provider is rate limiting you or your balance is empty; wait, or check your account.",
+    }.get(status, "Check AGENT_MODEL and AGENT_BASE_URL." if status == 400 else "Try again later.")
+    if status in (400, 404) and MODEL in detail:
+        hint = f"The server does not accept the model {MODEL!r}; check AGENT_MODEL."
+        if MODEL in RETIRED_MODELS:
+            hint += " deepseek-chat and deepseek-reasoner were retired in July 2026: use deepseek-flash."
+    return f"the server answered HTTP {status}: {detail}\n{hint}"
+
+
+def server_message(error: Exception) -> str:
+    """The server's own error text, with the key blanked out in case it is echoed."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        body = body.get("error", body)
+    text = body.get("message", body) if isinstance(body, dict) else body or str(error)
+    text = shorten(text, 400)
+    return text.replace(config.API_KEY, "***") if config.API_KEY else text
+
+
+def is_loopback(url: str) -> bool:
+    """Whether url names this machine (a local Ollama, llama.cpp or vLLM needs no key)."""
+    host = urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+HELP_EPILOG = """\
+settings (flag > environment > .env in the current folder or beside agent.py > default):
+  AGENT_BASE_URL       server address              default https://api.deepseek.com
+  AGENT_MODEL          model name                  default deepseek-flash
+  AGENT_API_KEY        API key (or DEEPSEEK_API_KEY; never OPENAI_API_KEY).
+                       Not needed for a server on this machine (localhost).
+  AGENT_SHELL_TIMEOUT  seconds before a shell command is killed      default 60
+  AGENT_MAX_OUTPUT     characters of a tool result kept for the model  default 10000
+
+exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
+  3 stopped without an answer (step limit, or the reply was cut off or filtered),
+  130 interrupted (Ctrl-C)
+
+examples:
+  python agent.py "write hello.py that prints hello, then run it" --yes
+  AGENT_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=qwen3 python agent.py "list the files"
+"""
+
+
+def parse_options(argv: list[str] | None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(
+        prog="agent.py",
+        description="A minimal agent: a model, three tools and a loop.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("task", nargs="*", help="what to do, in words")
+    parser.add_argument("-y", "--yes", action="store_true", help="run shell commands without asking")
+    parser.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=MAX_STEPS,
+        metavar="N",
+        help=f"model requests per task (default {MAX_STEPS})",
+    )
+    parser.add_argument("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
+    parser.add_argument("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=config.WORKDIR,
+        metavar="DIR",
+        help="the folder the tools work in (default: playground/ beside agent.py)",
+    )
+    parser.add_argument(
+        "--transcript",
+        type=Path,
+        metavar="PATH",
+        help="where to write the JSONL transcript (default: runs/<UTC time>.jsonl beside agent.py)",
+    )
+    options = parser.parse_args(argv)
+    if not " ".join(options.task).strip():
+        parser.error('give a task, for example: python agent.py "list the files"')
+    return options
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
+def open_transcript(path: Path | None):
+    """A new transcript file; an existing one is never overwritten."""
+    if path is None:
+        path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "x", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the task from the command line; return the exit status."""
+    global MODEL, BASE_URL, MAX_STEPS, client, transcript
+    for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
+        stream.reconfigure(errors="replace")
+    options = parse_options(argv)
+    MODEL, BASE_URL, MAX_STEPS = options.model, options.base_url, options.max_steps
+    if not config.API_KEY and not is_loopback(BASE_URL):
+        say(
+            f"agent: no API key for {BASE_URL}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the "
+            "environment or in .env; .env.example shows how."
+        )
+        return 2
+    try:
+        options.workdir.mkdir(parents=True, exist_ok=True)
+        transcript = open_transcript(options.transcript)
+    except OSError as e:
+        say(f"agent: {e.strerror}: {e.filename}")
+        return 2
+    tools.WORKDIR, tools.ASSUME_YES = options.workdir, options.yes
+    # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
+    client = openai.OpenAI(base_url=BASE_URL, api_key=config.API_KEY or "no-key")
+    record(
+        "run/start",
+        model=MODEL,
+        base_url=BASE_URL,
+        workspace=str(options.workdir.resolve()),
+        system_prompt=SYSTEM_PROMPT,
+    )
+    say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
+    try:
+        answer = run(" ".join(options.task))
+    except (openai.APIError, BadReply) as e:
+        say(f"agent: {explain(e)}")
+        record("turn/end", status="api_error", error=server_message(e))
+        return 1
+    except KeyboardInterrupt:
+        say("agent: interrupted")
+        record("turn/end", status="interrupted")
+        return 130
+    say(
+        f"total: {tokens['prompt']} prompt tokens ({tokens['cached']} cached), {tokens['completion']} completion tokens"
+    )
+    if answer is None:
+        return 3
+    print(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1 for tests.
+
+It answers POST .../chat/completions with the replies a test queued, in order,
+and records every request it got. An error reply stays queued, so the SDK's
+retries see it too.
+"""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def reply(content=None, tool_calls=None, finish_reason=None, usage=None, **message_fields) -> dict:
+    """A chat completion body; finish_reason defaults to what the message implies."""
+    message = {"role": "assistant", "content": content, **message_fields}
+    if tool_calls is not None:
+        message["tool_calls"] = tool_calls
+    if finish_reason is None:
+        finish_reason = "tool_calls" if tool_calls else "stop"
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "test-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": usage or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def call(name: str, arguments, id: str | None = "auto") -> dict:
+    """One tool call as a server sends it; id=None leaves the id out."""
+    if not isinstance(arguments, str) and arguments is not None:
+        arguments = json.dumps(arguments)
+    tool_call = {"type": "function", "function": {"name": name, "arguments": arguments}}
+    if id == "auto":
+        id = f"call_{name}_{abs(hash(str(arguments))) % 10**8}"
+    if id is not None:
+        tool_call["id"] = id
+    return tool_call
+
+
+class Error:
+    """An HTTP error reply; it stays at the head of the script."""
+
+    def __init__(self, status: int, message: str):
+        self.status, self.message = status, message
+
+
+class ScriptedServer:
+    def __init__(self):
+        self.script: list = []
+        self.requests: list[dict] = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def add(self, *replies) -> None:
+        self.script.extend(replies)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def messages(self, n: int) -> list[dict]:
+        """The messages of request n."""
+        return self.requests[n]["body"]["messages"]
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("content-length", 0)))
+                server.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": json.loads(raw),
+                        "raw": raw,
+                    }
+                )
+                if not server.script:
+                    return self._send(
+                        500, {"error": {"message": "the test script has no more replies"}}, {"x-should-retry": "false"}
+                    )
+                head = server.script[0]
+                if isinstance(head, Error):
+                    return self._send(
+                        head.status, {"error": {"message": head.message, "type": "test_error"}}, {"retry-after-ms": "1"}
+                    )  # keep the SDK's retries fast
+                server.script.pop(0)
+                self._send(200, head, {})  # a dict, or a raw str for a malformed reply
+
+            def _send(self, status, body, headers):
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler

@@ -1,0 +1,232 @@
+"""The command line: exit statuses, API errors, settings, the transcript."""
+
+import json
+import socket
+import subprocess
+import sys
+
+from conftest import AGENT, KEY, clean_env
+from scripted_server import Error, call, reply
+
+
+def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
+    server.add(reply(tool_calls=[call("write_file", {"path": "a.txt", "content": "hello"})]), reply("Wrote it."))
+    result = agent("write a.txt")
+    assert result.stdout == "Wrote it.\n"
+    assert "step 1:" in result.stderr and "step 2:" in result.stderr
+    assert '→ write_file({"path": "a.txt", "content": "hello"})' in result.stderr
+    assert "← wrote 5 characters to a.txt" in result.stderr
+
+
+def test_without_yes_a_shell_command_is_declined_and_not_run(agent, server):
+    server.add(reply(tool_calls=[call("run_shell", {"command": "touch ran"})]), reply("ok"))
+    result = agent("touch")
+    assert not (agent.workdir / "ran").exists()
+    assert "--yes" in server.messages(1)[-1]["content"]
+    assert result.returncode == 0
+
+
+def test_with_yes_a_shell_command_runs_in_the_workspace(agent, server):
+    server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
+    agent("touch", "--yes")
+    assert (agent.workdir / "ran").exists()
+    assert server.messages(1)[-1]["content"] == "hi\n"
+
+
+def assert_one_clear_line(result, *needles):
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-2:]
+    for needle in needles:
+        assert needle in "\n".join(last)
+
+
+def test_401_names_the_key_settings_and_exits_1(agent, server):
+    server.add(Error(401, "Authentication Fails, Your api key: ****cret is invalid"))
+    result = agent("go")
+    assert_one_clear_line(result, "HTTP 401", "Authentication Fails", "AGENT_API_KEY")
+    assert len(server.requests) == 1  # an auth error is not retried
+
+
+def test_429_is_retried_by_the_sdk_then_exits_1(agent, server):
+    server.add(Error(429, "Rate limit reached"))
+    result = agent("go")
+    assert_one_clear_line(result, "HTTP 429", "Rate limit reached")
+    assert len(server.requests) == 3
+
+
+def test_500_exits_1_with_the_server_message(agent, server):
+    server.add(Error(500, "upstream exploded"))
+    assert_one_clear_line(agent("go"), "HTTP 500", "upstream exploded")
+
+
+def test_retired_model_is_named_in_the_hint(agent, server):
+    server.add(Error(400, "Model Not Exist: deepseek-chat"))
+    result = agent("go", "--model", "deepseek-chat")
+    assert_one_clear_line(result, "HTTP 400", "retired in July 2026", "deepseek-flash")
+
+
+def test_404_points_at_the_base_url(agent, server):
+    server.add(Error(404, "no route"))
+    assert_one_clear_line(agent("go"), "HTTP 404", "AGENT_BASE_URL")
+
+
+def test_refused_connection_exits_1_naming_the_address(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    url = f"http://127.0.0.1:{port}/v1"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(AGENT),
+            "--base-url",
+            url,
+            "--workdir",
+            str(tmp_path / "w"),
+            "--transcript",
+            str(tmp_path / "t.jsonl"),
+            "go",
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert f"could not reach {url}" in done.stderr
+
+
+def test_a_reply_that_is_not_a_completion_exits_1(agent, server):
+    server.add({"error": {"message": "provider overloaded"}})
+    result = agent("go")
+    assert_one_clear_line(result, "no choices", "provider overloaded")
+
+
+def test_no_key_for_a_remote_server_exits_2_before_any_request(tmp_path):
+    env = clean_env(AGENT_BASE_URL="https://api.deepseek.com", OPENAI_API_KEY="sk-openai-must-not-be-used")
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--workdir", str(tmp_path / "w"), "go"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    for needle in ("AGENT_API_KEY", "DEEPSEEK_API_KEY", ".env.example"):
+        assert needle in done.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_loopback_server_runs_without_a_key_and_never_gets_the_openai_key(agent, server):
+    server.add(reply("hi"))
+    result = agent("go", env=clean_env(OPENAI_API_KEY="sk-openai-must-not-be-used"))
+    assert result.returncode == 0
+    auth = server.requests[0]["headers"]["authorization"]
+    assert auth.startswith("Bearer ") and "sk-openai" not in auth
+
+
+def test_deepseek_key_is_the_fallback(agent, server):
+    server.add(reply("hi"))
+    agent("go", env=clean_env(DEEPSEEK_API_KEY="sk-deepseek-fallback"))
+    assert server.requests[0]["headers"]["authorization"] == "Bearer sk-deepseek-fallback"
+
+
+def test_dotenv_in_the_current_folder_is_read_and_the_environment_wins(agent, server, tmp_path):
+    (tmp_path / ".env").write_text("AGENT_MODEL=from-dotenv\nDEEPSEEK_API_KEY=sk-from-dotenv\n")
+    env = clean_env(AGENT_API_KEY=KEY)
+    del env["AGENT_MODEL"], env["DEEPSEEK_API_KEY"]
+    server.add(reply("hi"), reply("hi"))
+    agent("go", env=env)
+    agent("go", env={**env, "AGENT_MODEL": "from-environment"})
+    assert server.requests[0]["body"]["model"] == "from-dotenv"
+    assert server.requests[1]["body"]["model"] == "from-environment"
+    assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+
+
+def test_flag_beats_the_environment(agent, server):
+    server.add(reply("hi"))
+    agent("go", "--model", "from-flag")
+    assert server.requests[0]["body"]["model"] == "from-flag"
+
+
+def test_bad_usage_exits_2(agent, server):
+    assert agent().returncode == 2
+    assert agent("go", "--max-steps", "0").returncode == 2
+    assert agent("go", env=clean_env(AGENT_SHELL_TIMEOUT="soon")).returncode == 2
+    assert server.requests == []
+
+
+def test_an_existing_transcript_is_never_overwritten(agent, server, tmp_path):
+    existing = tmp_path / "keep.jsonl"
+    existing.write_text("precious\n")
+    result = agent("go", "--transcript", str(existing))
+    assert result.returncode == 2
+    assert existing.read_text() == "precious\n"
+
+
+def test_help_documents_every_option_setting_and_an_example():
+    done = subprocess.run([sys.executable, str(AGENT), "--help"], capture_output=True, text=True, env=clean_env())
+    assert done.returncode == 0
+    for needle in (
+        "--yes",
+        "--max-steps",
+        "--model",
+        "--base-url",
+        "--workdir",
+        "--transcript",
+        "AGENT_BASE_URL",
+        "AGENT_MODEL",
+        "AGENT_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "AGENT_SHELL_TIMEOUT",
+        "AGENT_MAX_OUTPUT",
+        "exit status",
+        "examples:",
+    ):
+        assert needle in done.stdout
+
+
+def test_transcript_records_each_event_in_order_and_never_the_key(agent, server):
+    server.add(reply(tool_calls=[call("read_file", {"path": "nope"})]), reply("done"))
+    result = agent("go")
+    types = [e["type"] for e in result.events()]
+    assert types == ["run/start", "user/message", "assistant/message", "tool/result", "assistant/message", "turn/end"]
+    start, tool, end = result.events()[0], result.events()[3], result.events()[-1]
+    assert start["model"] == "test-model" and start["base_url"] == server.url and start["system_prompt"]
+    assert tool["ok"] is False and tool["name"] == "read_file"
+    assert end["status"] == "answered"
+    assert result.events()[2]["finish_reason"] == "tool_calls"
+    assert "latency_ms" in result.events()[2] and result.events()[2]["usage"]["prompt_tokens"] == 10
+    assert KEY not in result.transcript.read_text()
+
+
+def test_transcript_rebuilds_the_messages_exactly(agent, server):
+    server.add(
+        reply("let me see", tool_calls=[call("write_file", {"path": "a", "content": "1"})], reasoning_content="plan"),
+        reply(tool_calls=[call("read_file", {"path": "a"}), call("bogus", "{")]),
+        reply("done"),
+    )
+    result = agent("go")
+    messages = []
+    for event in result.events():
+        if event["type"] == "run/start":
+            messages.append({"role": "system", "content": event["system_prompt"]})
+        elif event["type"] == "user/message":
+            messages.append({"role": "user", "content": event["content"]})
+        elif event["type"] == "assistant/message":
+            messages.append(event["message"])
+        elif event["type"] == "tool/result":
+            messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]})
+    assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
+    assert messages[-1]["content"] == "done"
+
+
+def test_api_failure_is_recorded_in_the_transcript(agent, server):
+    server.add(Error(401, "bad key"))
+    result = agent("go")
+    assert result.events()[-1]["type"] == "turn/end"
+    assert result.events()[-1]["status"] == "api_error"

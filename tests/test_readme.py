@@ -1,0 +1,15 @@
+"""The README's promises that a test can hold to."""
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_ci_runs_the_readme_test_command_word_for_word():
+    command = 'pip install -e ".[test]" && python -m pytest'
+    assert command in README.split("\n## ")[0]  # on the first screen
+    assert command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_readme_first_screen_shows_how_to_run_the_agent():
+    assert "pip install -e . && python agent.py" in README.split("\n## ")[0]

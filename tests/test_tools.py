@@ -1,0 +1,104 @@
+"""The tools on real files and real processes in a temporary workspace."""
+
+import os
+import stat
+
+import pytest
+
+import tools
+from tools import ToolError, read_file, run_shell, write_file
+
+
+@pytest.fixture(autouse=True)
+def workspace(tmp_path, monkeypatch):
+    root = tmp_path / "work"
+    root.mkdir()
+    monkeypatch.setattr(tools, "WORKDIR", root)
+    monkeypatch.setattr(tools, "ASSUME_YES", True)
+    return root
+
+
+def test_write_then_read_round_trip_with_new_folders(workspace):
+    assert write_file("deep/er/note.txt", "héllo\n") == "wrote 6 characters to deep/er/note.txt"
+    assert (workspace / "deep/er/note.txt").read_bytes() == "héllo\n".encode()
+    assert read_file("deep/er/note.txt") == "héllo\n"
+
+
+def test_write_keeps_the_mode_and_leaves_no_temporary_file(workspace):
+    script = workspace / "run.sh"
+    script.write_text("old")
+    script.chmod(0o751)
+    write_file("run.sh", "new")
+    assert stat.S_IMODE(script.stat().st_mode) == 0o751
+    assert os.listdir(workspace) == ["run.sh"]
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd"])
+def test_paths_outside_the_workspace_are_refused(workspace, path):
+    with pytest.raises(ToolError, match="outside the workspace"):
+        write_file(path, "x")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        read_file(path)
+    assert not (workspace.parent / "outside.txt").exists()
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
+def test_a_symlink_chain_leading_out_is_refused(workspace, tmp_path):
+    (tmp_path / "secret.txt").write_text("secret")
+    (workspace / "hop2").symlink_to(tmp_path / "secret.txt")
+    (workspace / "hop1").symlink_to(workspace / "hop2")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        read_file("hop1")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        write_file("hop1", "overwritten")
+    assert (tmp_path / "secret.txt").read_text() == "secret"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
+def test_a_symlink_inside_the_workspace_is_followed(workspace):
+    (workspace / "real.txt").write_text("real")
+    (workspace / "link.txt").symlink_to("real.txt")
+    assert read_file("link.txt") == "real"
+    write_file("link.txt", "changed")
+    assert (workspace / "link.txt").is_symlink()
+    assert (workspace / "real.txt").read_text() == "changed"
+
+
+def test_an_absolute_path_inside_the_workspace_is_accepted(workspace):
+    write_file(str(workspace / "abs.txt"), "ok")
+    assert read_file("abs.txt") == "ok"
+
+
+def test_read_file_answers_missing_folder_and_binary_in_one_line(workspace):
+    (workspace / "dir").mkdir()
+    (workspace / "dir" / "a.txt").write_text("")
+    (workspace / "blob").write_bytes(b"\x89PNG\x00\x01")
+    (workspace / "latin1").write_bytes("café".encode("latin-1"))
+    for path, expected in [
+        ("nope.txt", "does not exist"),
+        ("dir", "is a folder"),
+        ("blob", "binary file"),
+        ("latin1", "binary file"),
+    ]:
+        with pytest.raises(ToolError, match=expected) as caught:
+            read_file(path)
+        assert "\n" not in str(caught.value)
+
+
+def test_run_shell_runs_in_the_workspace_and_reports_the_exit_status(workspace):
+    (workspace / "here.txt").write_text("")
+    assert run_shell("ls") == "here.txt\n"
+    assert run_shell("echo out; echo err >&2; exit 3") == "out\nerr\n\n[exit status 3]"
+
+
+def test_run_shell_output_that_is_not_utf8_is_replaced_not_fatal(workspace):
+    assert run_shell("printf 'caf\\351'") == "caf\N{REPLACEMENT CHARACTER}"
+
+
+def test_clip_keeps_head_and_tail_and_counts_what_was_left_out(monkeypatch):
+    monkeypatch.setattr(tools, "MAX_OUTPUT", 100)
+    text = "H" * 60 + "x" * 1000 + "T" * 60
+    clipped = tools.clip(text)
+    assert clipped.startswith("H" * 50) and clipped.endswith("T" * 50)
+    assert "[... 1020 characters left out ...]" in clipped
+    assert tools.clip("short") == "short"

@@ -1,0 +1,185 @@
+"""The three tools: what the model is shown (TOOLS) and what Python runs (TOOL_MAP).
+
+Every path is taken relative to the workspace and must stay inside it. A tool
+that cannot do what was asked raises ToolError; its message goes to the model.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import uuid
+from pathlib import Path
+
+import config
+
+WORKDIR = config.WORKDIR  # agent.py points this at --workdir
+ASSUME_YES = False  # agent.py sets this from --yes
+SHELL_TIMEOUT = config.SHELL_TIMEOUT
+MAX_OUTPUT = config.MAX_OUTPUT
+SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
+
+
+class ToolError(Exception):
+    """A refusal or failure, told to the model as it is."""
+
+
+def read_file(path: str) -> str:
+    """Return the text of a UTF-8 file in the workspace."""
+    target = resolve(path)
+    if target.is_dir():
+        names = sorted(p.name + "/" * p.is_dir() for p in target.iterdir())
+        raise ToolError(f"{path} is a folder, not a file; it holds: {', '.join(names[:50]) or 'nothing'}")
+    if not target.exists():
+        raise ToolError(f"{path} does not exist")
+    data = target.read_bytes()
+    try:
+        if b"\0" in data:
+            raise UnicodeError
+        return data.decode("utf-8")
+    except UnicodeError:
+        raise ToolError(f"{path} is a binary file ({len(data)} bytes), not UTF-8 text") from None
+
+
+def write_file(path: str, content: str) -> str:
+    """Write content to a file in the workspace, replacing it whole."""
+    if isinstance(content, (dict, list)):  # a small model's way of writing a JSON file
+        content = json.dumps(content, indent=2, ensure_ascii=False)
+    if not isinstance(content, str):
+        raise ToolError(f"content must be a string, not {type(content).__name__}")
+    target = resolve(path)
+    if target.is_dir():
+        raise ToolError(f"{path} is a folder; give a file path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A temporary file beside the target, then one rename: a reader never sees half a file.
+    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8", newline="") as f:
+            f.write(content)
+        if target.exists():
+            os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return f"wrote {len(content)} characters to {path}"
+
+
+def run_shell(command: str) -> str:
+    """Run a shell command in the workspace; return its output and exit status."""
+    refusal = consent(command)
+    if refusal:
+        raise ToolError(refusal)
+    process = subprocess.Popen(
+        command,
+        shell=True,
+        cwd=WORKDIR,
+        env=shell_env(),
+        stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **NEW_PROCESS_GROUP,
+    )
+    try:
+        output, _ = process.communicate(timeout=SHELL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        kill_tree(process)
+        output, _ = process.communicate()
+        raise ToolError(
+            f"timed out after {SHELL_TIMEOUT:g} seconds and was killed; output so far:\n{decode(output)}"
+        ) from None
+    except BaseException:  # Ctrl-C: the command must not outlive the agent
+        kill_tree(process)
+        process.wait()
+        raise
+    text = decode(output)
+    if process.returncode:
+        text += f"\n[exit status {process.returncode}]"
+    return text or "(no output)"
+
+
+def consent(command: str) -> str | None:
+    """None if the command may run, else why not."""
+    if ASSUME_YES:
+        return None
+    return "declined: shell commands run only when the user starts the agent with --yes"
+
+
+def resolve(path: str) -> Path:
+    """The real path inside the workspace that path names; symlinks are followed first."""
+    if not isinstance(path, str) or not path.strip():
+        raise ToolError("path must be a non-empty string")
+    root = Path(WORKDIR).resolve()
+    target = (root / path).resolve()
+    if not target.is_relative_to(root):
+        raise ToolError(f"{path} is outside the workspace ({root}); use a path inside it")
+    return target
+
+
+def shell_env() -> dict[str, str]:
+    """The environment minus the API key, so that `env` cannot show it to the model."""
+    key = config.API_KEY
+    return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and v == key)}
+
+
+def decode(output: bytes) -> str:
+    """Command output as text, whatever its encoding."""
+    return output.decode("utf-8", errors="replace")
+
+
+if os.name == "nt":
+    NEW_PROCESS_GROUP = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+
+    def kill_tree(process: subprocess.Popen) -> None:
+        """End the command and every process it started (Windows has no killpg)."""
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
+
+else:
+    NEW_PROCESS_GROUP = {"start_new_session": True}
+
+    def kill_tree(process: subprocess.Popen) -> None:
+        """End the command and every process it started: its whole process group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def clip(text: str) -> str:
+    """Keep at most MAX_OUTPUT characters: the head and the tail, and say what was left out."""
+    if len(text) <= MAX_OUTPUT:
+        return text
+    head, tail = text[: MAX_OUTPUT // 2], text[-(MAX_OUTPUT // 2) :]
+    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
+
+
+def _function(name: str, description: str, **parameters: str) -> dict:
+    """One entry of TOOLS: a function whose parameters are all required strings."""
+    properties = {p: {"type": "string", "description": d} for p, d in parameters.items()}
+    schema = {"type": "object", "properties": properties, "required": list(parameters)}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+
+TOOLS = [
+    _function("read_file", "Read a UTF-8 text file in the workspace.", path="File path, relative to the workspace."),
+    _function(
+        "write_file",
+        "Create or overwrite a text file in the workspace. Missing folders are created.",
+        path="File path, relative to the workspace.",
+        content="The whole new content of the file.",
+    ),
+    _function(
+        "run_shell",
+        "Run a shell command in the workspace folder and return its output (stdout and stderr together) "
+        "and exit status. Input is closed; long-running commands are killed after a timeout. "
+        "The user may decline to run it.",
+        command="The command line to run.",
+    ),
+]
+
+
+def parameters(name: str) -> list[str]:
+    """The parameter names TOOLS shows the model for one tool."""
+    return next(list(t["function"]["parameters"]["properties"]) for t in TOOLS if t["function"]["name"] == name)
+
+
+TOOL_MAP = {"read_file": read_file, "write_file": write_file, "run_shell": run_shell}
