@@ -94,6 +94,10 @@ class BadReply(Exception):
     """The server answered 200 with something that is not a chat completion."""
 
 
+# What a failed request raises. The SDK lets a body that is not JSON through as a JSONDecodeError.
+REQUEST_ERRORS = (openai.APIError, BadReply, json.JSONDecodeError)
+
+
 def assistant_message(msg, messages: list[dict]) -> dict:
     """The reply as an explicit dict that every server accepts back."""
     # content is never null: Ollama's and Mistral's templates reject a null content.
@@ -114,7 +118,7 @@ def tool_call(call, used: set[str]) -> dict:
     if not call_id:  # some local servers send no id, or the same id every time
         call_id = f"call_{uuid.uuid4().hex[:24]}"
     used.add(call_id)
-    function = call.function
+    function = getattr(call, "function", None)  # None for a non-function ("custom") tool call
     name = getattr(function, "name", None)
     arguments = getattr(function, "arguments", None)
     if isinstance(arguments, (dict, list)):  # some servers send an object, not a string
@@ -214,8 +218,8 @@ def explain(error: Exception) -> str:
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error
         return f"could not reach {BASE_URL}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
-    if isinstance(error, BadReply):
-        return f"{detail}. Check that AGENT_BASE_URL is an OpenAI-compatible endpoint."
+    if isinstance(error, (BadReply, json.JSONDecodeError)):
+        return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
     status = getattr(error, "status_code", "?")
     hint = {
         401: "Check AGENT_API_KEY (or DEEPSEEK_API_KEY) in your environment or .env.",
@@ -354,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
     try:
         answer = run(" ".join(options.task))
-    except (openai.APIError, BadReply) as e:
+    except REQUEST_ERRORS as e:
         say(f"agent: {explain(e)}")
         record("turn/end", status="api_error", error=server_message(e))
         return 1

@@ -105,6 +105,19 @@ def test_a_reply_that_is_not_a_completion_exits_1(agent, server):
     assert_one_clear_line(result, "no choices", "provider overloaded")
 
 
+def test_a_reply_that_is_not_json_exits_1(agent, server):
+    server.add("<html>this is not json")
+    assert_one_clear_line(agent("go"), "not a chat completion", "AGENT_BASE_URL")
+
+
+def test_a_non_function_tool_call_is_answered_not_fatal(agent, server):
+    custom = {"id": "c1", "type": "custom", "custom": {"name": "grep", "input": "x"}}
+    server.add(reply(tool_calls=[custom]), reply("done"))
+    result = agent("go")
+    assert result.returncode == 0
+    assert server.messages(1)[-1]["content"].startswith("error: unknown tool ''")
+
+
 def test_no_key_for_a_remote_server_exits_2_before_any_request(tmp_path):
     env = clean_env(AGENT_BASE_URL="https://api.deepseek.com", OPENAI_API_KEY="sk-openai-must-not-be-used")
     done = subprocess.run(
