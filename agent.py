@@ -70,12 +70,12 @@ def run(task: str, messages: list[dict] | None = None) -> str | None:
             usage=dump(resp.usage),
             latency_ms=latency_ms,
         )
-        report_usage(step, resp.usage, latency_ms)
+        report_step(step, messages[-1], resp.usage, latency_ms)
 
         calls = messages[-1].get("tool_calls", [])
         if finish_reason in STOP_REASONS:
             # The arguments may be cut off mid-way: answer each call without running it.
-            answer_unrun(messages, calls, f"not run: {STOP_REASONS[finish_reason]}")
+            answer_pending(messages, f"not run: {STOP_REASONS[finish_reason]}")
             return stop(finish_reason, STOP_REASONS[finish_reason])
         if not calls:
             record("turn/end", status="answered")
@@ -161,11 +161,14 @@ def call_tool(name: str, arguments: str) -> tuple[str, bool]:
     return tools.clip(result), True
 
 
-def answer_unrun(messages: list[dict], calls: list[dict], reason: str) -> None:
-    """Give each call a tool message without running it, so the history stays valid."""
-    for call in calls:
-        messages.append({"role": "tool", "tool_call_id": call["id"], "content": reason})
-        record("tool/result", call_id=call["id"], name=call["function"]["name"], content=reason, ok=False)
+def answer_pending(messages: list[dict], reason: str) -> None:
+    """Answer each call of the last reply that has no tool message yet, so the history stays valid."""
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    for call in last.get("tool_calls", []):
+        if call["id"] not in answered:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": reason})
+            record("tool/result", call_id=call["id"], name=call["function"]["name"], content=reason, ok=False)
 
 
 def stop(status: str, why: str) -> None:
@@ -198,8 +201,8 @@ def dump(usage) -> dict | None:
     return usage.model_dump(exclude_none=True) if usage else None
 
 
-def report_usage(step: int, usage, latency_ms: int) -> None:
-    """Print a step's token counts and add them to the totals."""
+def report_step(step: int, message: dict, usage, latency_ms: int) -> None:
+    """Print a step's token counts, and what the model said beside its tool calls; add to the totals."""
     prompt = getattr(usage, "prompt_tokens", None) or 0
     completion = getattr(usage, "completion_tokens", None) or 0
     details = getattr(usage, "prompt_tokens_details", None)
@@ -208,6 +211,8 @@ def report_usage(step: int, usage, latency_ms: int) -> None:
     for key, value in (("prompt", prompt), ("cached", cached), ("completion", completion)):
         tokens[key] += value
     say(f"step {step}: {prompt} prompt tokens ({cached} cached), {completion} completion tokens, {latency_ms} ms")
+    if message.get("tool_calls") and message["content"].strip():
+        say(f"  {shorten(message['content'], 200)}")
 
 
 def explain(error: Exception) -> str:
@@ -356,14 +361,16 @@ def main(argv: list[str] | None = None) -> int:
         system_prompt=SYSTEM_PROMPT,
     )
     say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     try:
-        answer = run(" ".join(options.task))
+        answer = run(" ".join(options.task), messages)
     except REQUEST_ERRORS as e:
         say(f"agent: {explain(e)}")
         record("turn/end", status="api_error", error=server_message(e))
         return 1
-    except KeyboardInterrupt:
-        say("agent: interrupted")
+    except KeyboardInterrupt:  # tools.run_shell has already killed a running command
+        answer_pending(messages, "interrupted by the user")
+        say("\nagent: interrupted")
         record("turn/end", status="interrupted")
         return 130
     say(

@@ -10,6 +10,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import config
 WORKDIR = config.WORKDIR  # agent.py points this at --workdir
 ASSUME_YES = False  # agent.py sets this from --yes
 SHELL_TIMEOUT = config.SHELL_TIMEOUT
+KILL_GRACE = 5  # seconds to collect the output of a killed command
 MAX_OUTPUT = config.MAX_OUTPUT
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 
@@ -85,7 +87,10 @@ def run_shell(command: str) -> str:
         output, _ = process.communicate(timeout=SHELL_TIMEOUT)
     except subprocess.TimeoutExpired:
         kill_tree(process)
-        output, _ = process.communicate()
+        try:
+            output, _ = process.communicate(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired as e:  # a process that left the group (setsid) holds the output open
+            output = e.output or b""
         raise ToolError(
             f"timed out after {SHELL_TIMEOUT:g} seconds and was killed; output so far:\n{decode(output)}"
         ) from None
@@ -100,10 +105,20 @@ def run_shell(command: str) -> str:
 
 
 def consent(command: str) -> str | None:
-    """None if the command may run, else why not."""
+    """Ask the person before a command runs. None means yes; otherwise why not, for the model."""
     if ASSUME_YES:
         return None
-    return "declined: shell commands run only when the user starts the agent with --yes"
+    if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
+        print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
+        return "declined: the user could not be asked (no terminal) and did not start the agent with --yes"
+    sys.stderr.write(f"\n    {command}\n\nRun this command? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip()
+    if answer.lower() in ("y", "yes"):
+        return None
+    first, _, rest = answer.partition(" ")
+    reason = rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else answer  # "n use ls -la instead"
+    return f"declined by the user: {reason}" if reason else "declined by the user"
 
 
 def resolve(path: str) -> Path:

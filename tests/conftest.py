@@ -1,5 +1,6 @@
 import json
 import os
+import select
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -49,35 +50,72 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def agent(tmp_path, server):
-    """Run agent.py against the scripted server; return what it printed and wrote."""
-    workdir = tmp_path / "work"
+class Agent:
+    """Runs agent.py as a real process against the scripted server, in a temporary folder."""
 
-    def run(*args: str, env: dict | None = None, key: str = KEY, stdin: str = "") -> Result:
-        transcript = tmp_path / f"transcript-{len(list(tmp_path.glob('transcript-*')))}.jsonl"
-        command = [
-            sys.executable,
-            str(AGENT),
-            "--base-url",
-            server.url,
-            "--workdir",
-            str(workdir),
-            "--transcript",
-            str(transcript),
-            *args,
-        ]
-        done = subprocess.run(
+    def __init__(self, server: ScriptedServer, tmp_path: Path):
+        self.server, self.tmp_path, self.workdir = server, tmp_path, tmp_path / "work"
+        self.runs = 0
+
+    def start(self, *args: str, env: dict | None = None, key: str = KEY, stdin=subprocess.PIPE):
+        """Start the agent; return the process and its transcript path."""
+        self.runs += 1
+        transcript = self.tmp_path / f"transcript-{self.runs}.jsonl"
+        command = [sys.executable, str(AGENT), "--base-url", self.server.url, "--workdir", str(self.workdir)]
+        command += ["--transcript", str(transcript), *args]
+        process = subprocess.Popen(
             command,
-            cwd=tmp_path,
+            cwd=self.tmp_path,
             env=env or clean_env(AGENT_API_KEY=key),
-            input=stdin,
-            capture_output=True,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",
-            timeout=120,
         )
-        return Result(done.returncode, done.stdout, done.stderr, transcript)
+        return process, transcript
 
-    run.workdir = workdir
-    return run
+    def __call__(self, *args: str, terminal: str | None = None, open_stdin: bool = False, **start) -> Result:
+        """Run the agent to the end. terminal: what a person types on a pseudo-terminal as its stdin.
+        open_stdin: stdin is a pipe that stays open, as when nobody types anything."""
+        held = None
+        if terminal is not None:
+            import pty  # POSIX only, like the tests that use it
+
+            held, start["stdin"] = pty.openpty()
+            os.write(held, terminal.encode())  # the terminal keeps it until the agent reads a line
+        elif open_stdin:
+            start["stdin"], held = os.pipe()
+        process, transcript = self.start(*args, **start)
+        if held is not None:
+            os.close(start["stdin"])
+        try:
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            if held is not None:
+                os.close(held)
+        return Result(process.returncode, stdout, stderr, transcript)
+
+
+@pytest.fixture
+def agent(tmp_path, server):
+    return Agent(server, tmp_path)
+
+
+def open_fifo(path: Path) -> int:
+    """Make a FIFO and open its reading end. A command that holds the writing end, and every
+    process it starts, keeps it open: end-of-file means they have all exited."""
+    os.mkfifo(path)
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+
+def read_fifo(fd: int, until_eof: bool) -> bytes:
+    """One chunk from the FIFO, or everything until no process holds it. Fails after 30 s of silence."""
+    data = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 30)
+        assert ready, "a process still holds the FIFO open"
+        chunk = os.read(fd, 4096)
+        data += chunk
+        if not chunk or not until_eof:
+            return data

@@ -46,10 +46,18 @@ class Error:
         self.status, self.message = status, message
 
 
+class Hang:
+    """A reply that holds the request open until the server closes: the agent is waiting on the model."""
+
+    def __init__(self):
+        self.arrived = threading.Event()
+
+
 class ScriptedServer:
     def __init__(self):
         self.script: list = []
         self.requests: list[dict] = []
+        self.closing = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -58,6 +66,7 @@ class ScriptedServer:
         self.script.extend(replies)
 
     def close(self) -> None:
+        self.closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -92,6 +101,10 @@ class ScriptedServer:
                         head.status, {"error": {"message": head.message, "type": "test_error"}}, {"retry-after-ms": "1"}
                     )  # keep the SDK's retries fast
                 server.script.pop(0)
+                if isinstance(head, Hang):
+                    head.arrived.set()
+                    server.closing.wait(60)
+                    return None
                 self._send(200, head, {})  # a dict, or a raw str for a malformed reply
 
             def _send(self, status, body, headers):

@@ -1,12 +1,18 @@
 """The tools on real files and real processes in a temporary workspace."""
 
 import os
+import shlex
+import signal
 import stat
+import sys
 
 import pytest
+from conftest import open_fifo, read_fifo
 
 import tools
 from tools import ToolError, read_file, run_shell, write_file
+
+posix_only = pytest.mark.skipif(os.name == "nt", reason="needs a POSIX shell")
 
 
 @pytest.fixture(autouse=True)
@@ -85,12 +91,38 @@ def test_read_file_answers_missing_folder_and_binary_in_one_line(workspace):
         assert "\n" not in str(caught.value)
 
 
+@posix_only
+def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(workspace, monkeypatch):
+    monkeypatch.setattr(tools, "SHELL_TIMEOUT", 1)
+    fd = open_fifo(workspace / "alive")
+    with pytest.raises(ToolError) as caught:
+        run_shell("exec 3>alive; echo started >&3; echo partial; sleep 600 & wait")
+    assert str(caught.value).startswith("timed out after 1 seconds and was killed")
+    assert "partial" in str(caught.value)
+    assert read_fifo(fd, until_eof=True) == b"started\n"  # end-of-file: the background sleep is gone too
+
+
+@posix_only
+def test_a_process_that_leaves_the_group_cannot_hang_the_agent(workspace, monkeypatch):
+    # It starts its own session, so killing the group misses it, and it keeps the output pipe open.
+    monkeypatch.setattr(tools, "SHELL_TIMEOUT", 1)
+    monkeypatch.setattr(tools, "KILL_GRACE", 1)
+    fd = open_fifo(workspace / "escaped")
+    program = "import os, time; os.setsid(); open('escaped', 'w').write(str(os.getpid())); time.sleep(600)"
+    with pytest.raises(ToolError, match="timed out") as caught:
+        run_shell(f"echo before; {shlex.quote(sys.executable)} -c {shlex.quote(program)} &")
+    os.kill(int(read_fifo(fd, until_eof=False)), signal.SIGKILL)
+    assert "before" in str(caught.value)
+
+
+@posix_only
 def test_run_shell_runs_in_the_workspace_and_reports_the_exit_status(workspace):
     (workspace / "here.txt").write_text("")
     assert run_shell("ls") == "here.txt\n"
     assert run_shell("echo out; echo err >&2; exit 3") == "out\nerr\n\n[exit status 3]"
 
 
+@posix_only
 def test_run_shell_output_that_is_not_utf8_is_replaced_not_fatal(workspace):
     assert run_shell("printf 'caf\\351'") == "caf\N{REPLACEMENT CHARACTER}"
 
