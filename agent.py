@@ -17,9 +17,11 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import openai
+from openai.types.chat import ChatCompletion
 
 import config
 import tools
@@ -29,6 +31,8 @@ from tools import TOOL_MAP, TOOLS
 MODEL = config.MODEL
 BASE_URL = config.BASE_URL
 MAX_STEPS = 20  # model requests per task
+TRACE = False  # --trace: print each request and raw response on stderr
+STREAM_OPTIONS = {}  # --stream makes it {"stream": True, "stream_options": {"include_usage": True}}
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
 SYSTEM_PROMPT = (
     "You are a careful assistant working in a folder on the user's computer. "
@@ -40,10 +44,11 @@ STOP_REASONS = {
     "length": "the reply was cut off at the output token limit; its tool calls were not run",
     "content_filter": "the provider's content filter stopped the reply",
     "insufficient_system_resource": "the provider is out of capacity for now; try again later",
+    "incomplete_stream": "the stream ended before the reply was complete; its tool calls were not run",
 }
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
 
-client = None  # an openai.OpenAI, made in main() once the flags are read
+client = None  # an openai.OpenAI made in main() once the flags are read, or a replay of a transcript
 transcript = None  # the open JSONL file each event is appended to
 tokens = {"prompt": 0, "cached": 0, "completion": 0}  # totals over the run
 
@@ -56,9 +61,15 @@ def run(task: str, messages: list[dict] | None = None) -> str | None:
     record("user/message", content=task)
     for step in range(1, MAX_STEPS + 1):
         started = time.monotonic()
-        resp = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS)
+        if TRACE:
+            trace_request(messages)
+        resp = client.chat.completions.create(model=MODEL, messages=messages, tools=TOOLS, **STREAM_OPTIONS)
+        if isinstance(resp, openai.Stream):
+            resp = collect_stream(resp)
         if not getattr(resp, "choices", None):
             raise BadReply(f"the server sent a reply with no choices: {shorten(str(resp), 300)}")
+        if TRACE:
+            say(f"── response (raw JSON)\n{resp.model_dump_json(indent=2)}")
         msg = resp.choices[0].message
         finish_reason = resp.choices[0].finish_reason
         messages.append(assistant_message(msg, messages))
@@ -201,16 +212,28 @@ def dump(usage) -> dict | None:
     return usage.model_dump(exclude_none=True) if usage else None
 
 
+def count_tokens(usage: dict | None) -> dict:
+    """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported."""
+    usage = usage or {}
+    # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
+    cached = usage.get("prompt_cache_hit_tokens") or (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    return {
+        "prompt": usage.get("prompt_tokens") or 0,
+        "cached": cached or 0,
+        "completion": usage.get("completion_tokens") or 0,
+    }
+
+
+def describe_tokens(counts: dict) -> str:
+    return f"{counts['prompt']} prompt tokens ({counts['cached']} cached), {counts['completion']} completion tokens"
+
+
 def report_step(step: int, message: dict, usage, latency_ms: int) -> None:
     """Print a step's token counts, and what the model said beside its tool calls; add to the totals."""
-    prompt = getattr(usage, "prompt_tokens", None) or 0
-    completion = getattr(usage, "completion_tokens", None) or 0
-    details = getattr(usage, "prompt_tokens_details", None)
-    # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
-    cached = getattr(usage, "prompt_cache_hit_tokens", None) or getattr(details, "cached_tokens", None) or 0
-    for key, value in (("prompt", prompt), ("cached", cached), ("completion", completion)):
+    counts = count_tokens(dump(usage))
+    for key, value in counts.items():
         tokens[key] += value
-    say(f"step {step}: {prompt} prompt tokens ({cached} cached), {completion} completion tokens, {latency_ms} ms")
+    say(f"step {step}: {describe_tokens(counts)}, {latency_ms} ms")
     if message.get("tool_calls") and message["content"].strip():
         say(f"  {shorten(message['content'], 200)}")
 
@@ -259,6 +282,127 @@ def is_loopback(url: str) -> bool:
         return False
 
 
+def trace_request(messages: list[dict]) -> None:
+    """--trace: what this request adds to the conversation (the rest was sent before)."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
+    names = ", ".join(t["function"]["name"] for t in TOOLS)
+    say(f"── request: model {MODEL}, tools {names}, {len(messages)} messages; new since the last request:")
+    say(json.dumps(messages[last:], indent=2, ensure_ascii=False))
+
+
+def collect_stream(stream) -> ChatCompletion:
+    """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion."""
+    message = {"role": "assistant", "content": "", "tool_calls": []}
+    at_index, finish_reason, usage = {}, "incomplete_stream", None  # a stream that never says why it ended was cut
+    for chunk in stream:
+        usage = chunk.usage or usage
+        if not chunk.choices:  # the usage chunk at the end has no choices
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            message["content"] += delta.content
+            print(delta.content, end="", flush=True)
+        if "reasoning_content" in (delta.model_extra or {}):  # DeepSeek needs it back; see assistant_message()
+            message["reasoning_content"] = message.get("reasoning_content", "") + (delta.reasoning_content or "")
+        for piece in delta.tool_calls or []:
+            add_fragment(message["tool_calls"], at_index, piece)
+        finish_reason = chunk.choices[0].finish_reason or finish_reason
+    if message["content"]:
+        print(flush=True)
+    return ChatCompletion.model_construct(
+        id="stream",
+        object="chat.completion",
+        created=0,
+        model=MODEL,
+        usage=usage,
+        choices=[{"index": 0, "message": message, "finish_reason": finish_reason}],
+    )
+
+
+def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
+    """Add one streamed tool-call fragment: the first at an index brings id, type and name, the rest arguments."""
+    call = at_index.get(piece.index or 0)
+    if call is None or (piece.id and call["id"] and piece.id != call["id"]):  # Ollama: a new id at the same index
+        call = {"id": piece.id, "type": piece.type or "function", "function": {"name": "", "arguments": ""}}
+        at_index[piece.index or 0] = call
+        calls.append(call)
+    if piece.function and piece.function.name and not call["function"]["name"]:
+        call["function"]["name"] = piece.function.name
+    if piece.function and piece.function.arguments:
+        call["function"]["arguments"] += piece.function.arguments
+
+
+class ReplayEnded(Exception):
+    """The run asked for more replies than the transcript recorded."""
+
+
+def replay_client(events: list[dict]) -> SimpleNamespace:
+    """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
+
+    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look the same."""
+    replies = [e for e in events if e["type"] == "assistant/message"]
+
+    def create(**request) -> ChatCompletion:
+        if not replies:
+            raise ReplayEnded("the transcript has no more recorded replies")
+        event = replies.pop(0)
+        return ChatCompletion.model_construct(
+            id="replay",
+            object="chat.completion",
+            created=0,
+            model=request["model"],
+            usage=event.get("usage"),
+            choices=[{"index": 0, "message": event["message"], "finish_reason": event.get("finish_reason")}],
+        )
+
+    return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
+
+
+def read_transcript(path: Path) -> list[dict]:
+    """The events of a transcript file."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def rebuild(events: list[dict]) -> list[dict]:
+    """The messages a transcript records: its system prompt, then every message in order."""
+    messages = []
+    for event in events:
+        if event["type"] == "run/start" and not messages:
+            messages.append({"role": "system", "content": event["system_prompt"]})
+        elif event["type"] == "user/message":
+            messages.append({"role": "user", "content": event["content"]})
+        elif event["type"] == "assistant/message":
+            messages.append(event["message"])
+        elif event["type"] == "tool/result":
+            messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]})
+    return messages
+
+
+def show(events: list[dict]) -> None:
+    """Print a transcript as a conversation, without running anything."""
+    total = {"prompt": 0, "cached": 0, "completion": 0}
+    for event in events:
+        kind = event["type"]
+        if kind == "run/start":
+            print(f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]")
+        elif kind == "user/message":
+            print(f"\nuser: {event['content']}")
+        elif kind == "assistant/message":
+            message = event["message"]
+            if message.get("content"):
+                print(f"\nassistant: {message['content']}")
+            for call in message.get("tool_calls", []):
+                print(f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})")
+            for key, value in count_tokens(event.get("usage")).items():
+                total[key] += value
+        elif kind == "tool/result":
+            print(f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}")
+        elif kind == "turn/end":
+            print(f"[turn ended: {event['status']}]")
+    print(f"[total: {describe_tokens(total)}]")
+
+
 HELP_EPILOG = """\
 settings (flag > environment > .env in the current folder or beside agent.py > default):
   AGENT_BASE_URL       server address              default https://api.deepseek.com
@@ -268,12 +412,18 @@ settings (flag > environment > .env in the current folder or beside agent.py > d
   AGENT_SHELL_TIMEOUT  seconds before a shell command is killed      default 60
   AGENT_MAX_OUTPUT     characters of a tool result kept for the model  default 10000
 
+with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
+  otherwise the task is read from standard input.
+
 exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
-  3 stopped without an answer (step limit, or the reply was cut off or filtered),
-  130 interrupted (Ctrl-C)
+  3 stopped without an answer (step limit, the reply was cut off or filtered,
+  or a replay ran out of recorded replies), 130 interrupted (Ctrl-C)
 
 examples:
-  python agent.py "write hello.py that prints hello, then run it" --yes
+  python agent.py "write hello.py that prints hello, then run it"
+  python agent.py --replay examples/lesson-01.jsonl     (no key, no network)
+  python agent.py --resume runs/20261130T101500123456Z.jsonl "now add a test"
+  echo "list the files" | python agent.py --yes
   AGENT_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=qwen3 python agent.py "list the files"
 """
 
@@ -286,34 +436,21 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("task", nargs="*", help="what to do, in words")
-    parser.add_argument("-y", "--yes", action="store_true", help="run shell commands without asking")
-    parser.add_argument(
-        "--max-steps",
-        type=positive_int,
-        default=MAX_STEPS,
-        metavar="N",
-        help=f"model requests per task (default {MAX_STEPS})",
-    )
-    parser.add_argument("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
-    parser.add_argument("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
-    parser.add_argument(
-        "--workdir",
-        type=Path,
-        default=config.WORKDIR,
-        metavar="DIR",
-        help="the folder the tools work in (default: playground/ beside agent.py)",
-    )
-    parser.add_argument(
-        "--transcript",
-        type=Path,
-        metavar="PATH",
-        help="where to write the JSONL transcript (default: runs/<UTC time>.jsonl beside agent.py)",
-    )
-    options = parser.parse_args(argv)
-    if not " ".join(options.task).strip():
-        parser.error('give a task, for example: python agent.py "list the files"')
-    return options
+    add = parser.add_argument
+    add("task", nargs="*", help="what to do, in words")
+    add("-y", "--yes", action="store_true", help="run shell commands without asking")
+    add("--max-steps", type=positive_int, default=MAX_STEPS, metavar="N", help=f"model requests per task ({MAX_STEPS})")
+    add("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
+    add("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
+    add("--workdir", type=Path, default=config.WORKDIR, metavar="DIR", help="the tools' folder (playground/)")
+    add("--transcript", type=Path, metavar="PATH", help="where to write the transcript (runs/<UTC time>.jsonl)")
+    add("--stream", action="store_true", help="print the answer as it is written")
+    add("--trace", action="store_true", help="print each request and raw response on stderr")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--replay", type=Path, metavar="TRANSCRIPT", help="answer with a transcript's recorded replies")
+    group.add_argument("--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation")
+    group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
+    return parser.parse_args(argv)
 
 
 def positive_int(text: str) -> int:
@@ -323,63 +460,111 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
-def open_transcript(path: Path | None):
-    """A new transcript file; an existing one is never overwritten."""
+def open_transcript(path: Path | None, mode: str = "x"):
+    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a")."""
     if path is None:
         path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "x", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the task from the command line; return the exit status."""
-    global MODEL, BASE_URL, MAX_STEPS, client, transcript
-    for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
-        stream.reconfigure(errors="replace")
-    options = parse_options(argv)
-    MODEL, BASE_URL, MAX_STEPS = options.model, options.base_url, options.max_steps
-    if not config.API_KEY and not is_loopback(BASE_URL):
-        say(
-            f"agent: no API key for {BASE_URL}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the "
-            "environment or in .env; .env.example shows how."
-        )
-        return 2
+def turn(task: str, messages: list[dict]) -> int:
+    """Run one task in the conversation, print its answer, and return the exit status."""
     try:
-        options.workdir.mkdir(parents=True, exist_ok=True)
-        transcript = open_transcript(options.transcript)
-    except OSError as e:
-        say(f"agent: {e.strerror}: {e.filename}")
-        return 2
-    tools.WORKDIR, tools.ASSUME_YES = options.workdir, options.yes
-    # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
-    client = openai.OpenAI(base_url=BASE_URL, api_key=config.API_KEY or "no-key")
-    record(
-        "run/start",
-        model=MODEL,
-        base_url=BASE_URL,
-        workspace=str(options.workdir.resolve()),
-        system_prompt=SYSTEM_PROMPT,
-    )
-    say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-    try:
-        answer = run(" ".join(options.task), messages)
+        answer = run(task, messages)
     except REQUEST_ERRORS as e:
         say(f"agent: {explain(e)}")
         record("turn/end", status="api_error", error=server_message(e))
         return 1
+    except ReplayEnded as e:
+        answer_pending(messages, f"not run: {e}")
+        stop("replay_ended", f"{e}; this run needs more steps than were recorded")
+        return 3
     except KeyboardInterrupt:  # tools.run_shell has already killed a running command
         answer_pending(messages, "interrupted by the user")
         say("\nagent: interrupted")
         record("turn/end", status="interrupted")
         return 130
-    say(
-        f"total: {tokens['prompt']} prompt tokens ({tokens['cached']} cached), {tokens['completion']} completion tokens"
-    )
     if answer is None:
         return 3
-    print(answer)
+    if not STREAM_OPTIONS:  # a streamed answer was printed as it came
+        print(answer, flush=True)
     return 0
+
+
+def interactive(messages: list[dict]) -> int:
+    """Read tasks from the terminal, one a line, as turns of one conversation, until exit or Ctrl-D."""
+    while True:
+        print("> ", end="", file=sys.stderr, flush=True)
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            say("")
+            continue
+        if not line or line.strip() == "exit":
+            return 0
+        if line.strip():
+            turn(line.strip(), messages)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run what the command line asks for; return the exit status."""
+    global MODEL, BASE_URL, MAX_STEPS, TRACE, STREAM_OPTIONS, client, transcript
+    for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
+        stream.reconfigure(errors="replace")
+    options = parse_options(argv)
+    MODEL, BASE_URL, MAX_STEPS, TRACE = options.model, options.base_url, options.max_steps, options.trace
+    if options.stream:
+        STREAM_OPTIONS = {"stream": True, "stream_options": {"include_usage": True}}
+    source = options.show or options.replay or options.resume
+    try:
+        recorded = read_transcript(source) if source else []
+    except (OSError, ValueError) as e:
+        say(f"agent: cannot read the transcript: {e}")
+        return 2
+    if options.show:
+        show(recorded)
+        return 0
+    if options.replay:
+        client = replay_client(recorded)
+        BASE_URL = f"replay of {options.replay}"
+    elif not config.API_KEY and not is_loopback(BASE_URL):
+        say(
+            f"agent: no API key for {BASE_URL}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the "
+            "environment or in .env; .env.example shows how."
+        )
+        return 2
+    else:
+        # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
+        client = openai.OpenAI(base_url=BASE_URL, api_key=config.API_KEY or "no-key")
+    task = " ".join(options.task).strip()
+    if options.replay and not task:
+        task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
+    if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
+        task = sys.stdin.read().strip()
+        if not task:
+            say('agent: no task. Give one, as in: python agent.py "list the files"')
+            return 2
+    try:
+        options.workdir.mkdir(parents=True, exist_ok=True)
+        transcript = open_transcript(options.resume or options.transcript, "a" if options.resume else "x")
+    except OSError as e:
+        say(f"agent: {e.strerror}: {e.filename}")
+        return 2
+    tools.WORKDIR, tools.ASSUME_YES = options.workdir, options.yes
+    settings = {"model": MODEL, "base_url": BASE_URL, "workspace": str(options.workdir.resolve())}
+    if options.resume:
+        messages = rebuild(recorded)
+        record("run/resume", **settings)
+        answer_pending(messages, "not run: the earlier run ended before this call was answered")
+    else:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+        record("run/start", **settings, system_prompt=SYSTEM_PROMPT)
+    say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
+    status = turn(task, messages) if task else interactive(messages)
+    if any(tokens.values()):
+        say(f"total: {describe_tokens(tokens)}")
+    return status
 
 
 if __name__ == "__main__":

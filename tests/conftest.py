@@ -75,9 +75,11 @@ class Agent:
         )
         return process, transcript
 
-    def __call__(self, *args: str, terminal: str | None = None, open_stdin: bool = False, **start) -> Result:
-        """Run the agent to the end. terminal: what a person types on a pseudo-terminal as its stdin.
-        open_stdin: stdin is a pipe that stays open, as when nobody types anything."""
+    def __call__(
+        self, *args: str, terminal: str | None = None, open_stdin: bool = False, stdin_text: str = "", **start
+    ) -> Result:
+        """Run the agent to the end. stdin_text: piped to it. terminal: what a person types on a
+        pseudo-terminal as its stdin. open_stdin: a pipe that stays open, as when nobody types anything."""
         held = None
         if terminal is not None:
             import pty  # POSIX only, like the tests that use it
@@ -90,7 +92,7 @@ class Agent:
         if held is not None:
             os.close(start["stdin"])
         try:
-            stdout, stderr = process.communicate(timeout=120)
+            stdout, stderr = process.communicate(stdin_text if held is None else None, timeout=120)
         finally:
             if held is not None:
                 os.close(held)

@@ -46,6 +46,52 @@ class Error:
         self.status, self.message = status, message
 
 
+class Stream:
+    """A reply sent as server-sent events, cut into fragments of `size` characters.
+
+    same_index: every tool call uses index 0 with its own id, as Ollama sends parallel calls.
+    cut: the stream stops before the finish_reason, as when a connection drops.
+    """
+
+    def __init__(self, body: dict, size: int = 3, same_index: bool = False, cut: bool = False):
+        self.events = fragments(body, size, same_index)
+        if cut:
+            self.events = self.events[:-2]  # neither the finish_reason chunk nor the usage chunk
+
+
+def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
+    """The chunks a server streams for the reply body."""
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta=None, finish_reason=None, usage=None, choices=True):
+        head = {"id": body["id"], "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+        head["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
+        return {**head, "usage": usage}
+
+    def pieces(text):
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if "reasoning_content" in message:
+        chunks += [chunk({"reasoning_content": p}) for p in pieces(message["reasoning_content"] or "")]
+    chunks += [chunk({"content": p}) for p in pieces(message["content"] or "") if p]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        index = 0 if same_index else i
+        args = pieces(call["function"]["arguments"] or "")
+        first = {
+            "index": index,
+            "id": call.get("id"),
+            "type": "function",
+            "function": {"name": call["function"]["name"], "arguments": args[0]},
+        }
+        chunks.append(chunk({"tool_calls": [first]}))
+        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in args[1:]]
+    chunks.append(chunk(finish_reason=choice["finish_reason"]))
+    chunks.append(chunk(usage=body["usage"], choices=False))
+    return chunks
+
+
 class Hang:
     """A reply that holds the request open until the server closes: the agent is waiting on the model."""
 
@@ -101,11 +147,25 @@ class ScriptedServer:
                         head.status, {"error": {"message": head.message, "type": "test_error"}}, {"retry-after-ms": "1"}
                     )  # keep the SDK's retries fast
                 server.script.pop(0)
+                if isinstance(head, Stream):
+                    return self._stream(head.events)
                 if isinstance(head, Hang):
                     head.arrived.set()
                     server.closing.wait(60)
                     return None
                 self._send(200, head, {})  # a dict, or a raw str for a malformed reply
+
+            def _stream(self, events):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for event in events:
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                if events and events[-1]["usage"]:  # a complete stream ends with [DONE]
+                    self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
 
             def _send(self, status, body, headers):
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()

@@ -32,9 +32,9 @@ def test_with_yes_a_shell_command_runs_in_the_workspace(agent, server):
 def assert_one_clear_line(result, *needles):
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    last = result.stderr.strip().splitlines()[-2:]
+    error = result.stderr[result.stderr.index("agent: ") :].splitlines()[:2]
     for needle in needles:
-        assert needle in "\n".join(last)
+        assert needle in "\n".join(error)
 
 
 def test_401_names_the_key_settings_and_exits_1(agent, server):
