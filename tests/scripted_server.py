@@ -7,6 +7,7 @@ retries see it too.
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -100,7 +101,10 @@ class Hang:
 
 
 class ScriptedServer:
-    def __init__(self):
+    """respond: a function from a request body to a reply, used when the script is empty."""
+
+    def __init__(self, respond=None):
+        self.respond = respond
         self.script: list = []
         self.requests: list[dict] = []
         self.closing = threading.Event()
@@ -135,8 +139,11 @@ class ScriptedServer:
                         "headers": {k.lower(): v for k, v in self.headers.items()},
                         "body": json.loads(raw),
                         "raw": raw,
+                        "time": time.monotonic(),
                     }
                 )
+                if not server.script and server.respond:
+                    server.script.append(server.respond(server.requests[-1]["body"]))
                 if not server.script:
                     return self._send(
                         500, {"error": {"message": "the test script has no more replies"}}, {"x-should-retry": "false"}

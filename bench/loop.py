@@ -1,0 +1,220 @@
+"""What the loop costs on top of the model, measured against a bare-SDK baseline in the same run.
+
+A scripted server on 127.0.0.1 answers at once, so all that is left to measure is the loop:
+  1. wall time of a 50-step run (each step one run_shell of `echo hi`), agent against baseline
+  2. peak memory (maximum resident set size) of the same runs
+  3. context growth: a 10-step run whose commands each print about 15 MB
+  4. prefix stability: how often a request's messages begin with the previous request's, byte for byte
+  5. time from process start to the first request, agent against baseline
+Runs alternate agent, baseline, agent, baseline ... and report medians.
+
+Usage: python bench/loop.py [--quick] [--json PATH]
+"""
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from scripted_server import ScriptedServer, call, reply  # noqa: E402
+
+import agent as agent_module  # noqa: E402
+import tools  # noqa: E402
+
+FLOOD = f"{sys.executable} -c \"import sys; sys.stdout.write('x' * 15_000_000)\""
+
+
+def respond(body: dict) -> dict:
+    """A model named like echo-50 or flood-10: that many run_shell steps, then an answer."""
+    kind, steps = body["model"].split("-")
+    done = sum(m["role"] == "assistant" for m in body["messages"])
+    if done >= int(steps):
+        return reply("done")
+    command = "echo hi" if kind == "echo" else FLOOD
+    return reply(tool_calls=[call("run_shell", {"command": command}, id=f"call_{done}")])
+
+
+def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
+    """Run one command to the end; its wall time, peak memory, time to first request and requests."""
+    server.requests.clear()
+    env = {**os.environ, "AGENT_API_KEY": "bench", "AGENT_SHELL_TIMEOUT": "60", "AGENT_MAX_OUTPUT": "10000"}
+    with open(folder / "stderr.txt", "w+", encoding="utf-8") as stderr:  # a file: a full pipe would block it
+        started = time.monotonic()
+        process = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)  # the rusage of this one child, unlike getrusage
+        wall = time.monotonic() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode:
+            stderr.seek(0)
+            sys.exit(f"bench: {command[1]} failed ({process.returncode}): {stderr.read()[-500:]}")
+    return {
+        "wall_s": wall,
+        "max_rss_mb": usage.ru_maxrss / 1024,
+        "first_request_ms": (server.requests[0]["time"] - started) * 1000,
+        "requests": [r["body"] for r in server.requests],
+        "request_bytes": [len(r["raw"]) for r in server.requests],
+    }
+
+
+def prefix_stability(requests: list[dict]) -> tuple[int, int]:
+    """Consecutive pairs whose later messages begin with the earlier ones, with the same tools."""
+    kept = 0
+    for before, after in itertools.pairwise(requests):
+        prefix = after["messages"][: len(before["messages"])]
+        kept += json.dumps(prefix) == json.dumps(before["messages"]) and after["tools"] == before["tools"]
+    return kept, len(requests) - 1
+
+
+def compare(agents: list[dict], baselines: list[dict], key: str, paired) -> dict:
+    """One figure of both: medians; paired(agent, baseline) per pair, its median and middle half
+    (quartiles); and paired() of the best (lowest) run of each, which noise that only adds cannot move."""
+    per_pair = [paired(a[key], b[key]) for a, b in zip(agents, baselines, strict=True)]
+    quartiles = statistics.quantiles(per_pair, n=4) if len(per_pair) > 1 else per_pair * 3
+    return {
+        "agent": statistics.median(a[key] for a in agents),
+        "baseline": statistics.median(b[key] for b in baselines),
+        "paired": statistics.median(per_pair),
+        "quartiles": [quartiles[0], quartiles[2]],
+        "best": paired(min(a[key] for a in agents), min(b[key] for b in baselines)),
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b
+
+
+def difference(a: float, b: float) -> float:
+    return a - b
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a few steps, one pair: only shows that it runs")
+    parser.add_argument("--json", type=Path, default=ROOT / "runs" / "bench.json", help="where to write the figures")
+    options = parser.parse_args()
+    steps, pairs, start_pairs, flood_steps = (5, 1, 1, 2) if options.quick else (50, 9, 20, 10)
+    server = ScriptedServer(respond=respond)
+    folder = Path(tempfile.mkdtemp(prefix="bench-"))
+    (folder / "request.json").write_text(json.dumps({"system": agent_module.SYSTEM_PROMPT, "tools": tools.TOOLS}))
+
+    def agent(steps: int, kind: str = "echo") -> list[str]:
+        workdir, transcript = str(folder / "work"), str(folder / f"{time.monotonic_ns()}.jsonl")
+        return [
+            sys.executable,
+            str(ROOT / "agent.py"),
+            "--yes",
+            "--model",
+            f"{kind}-{steps}",
+            "--max-steps",
+            str(steps + 1),
+            "--base-url",
+            server.url,
+            "--workdir",
+            workdir,
+            "--transcript",
+            transcript,
+            "go",
+        ]
+
+    def baseline(steps: int) -> list[str]:
+        return [
+            sys.executable,
+            str(ROOT / "bench" / "baseline.py"),
+            server.url,
+            f"echo-{steps}",
+            str(folder / "request.json"),
+        ]
+
+    def alternate(steps: int, n: int) -> tuple[list[dict], list[dict]]:
+        """n runs of each, agent and baseline in turn, so that drift in the machine hits both alike."""
+        runs = [(measure(agent(steps), server, folder), measure(baseline(steps), server, folder)) for _ in range(n)]
+        return [a for a, _ in runs], [b for _, b in runs]
+
+    alternate(steps, 1)  # a warm-up pair, not counted: the first run of all pays for cold caches
+    agents, baselines = alternate(steps, pairs)
+    if agents[0]["requests"] != baselines[0]["requests"]:
+        sys.exit("bench: the baseline's requests differ from the agent's, so the comparison would be unfair")
+    start_agents, start_baselines = alternate(0, start_pairs)  # an answer at once: only the start is timed
+    flood = measure(agent(flood_steps, "flood"), server, folder)
+    server.close()
+    kept, seen = prefix_stability(agents[0]["requests"])
+    figures = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "steps": steps,
+        "pairs": pairs,
+        "start_pairs": start_pairs,
+        "wall_s": compare(agents, baselines, "wall_s", ratio),
+        "max_rss_mb": compare(agents, baselines, "max_rss_mb", ratio),
+        "first_request_ms": compare(start_agents, start_baselines, "first_request_ms", difference),
+        "flood": {
+            "request_bytes": flood["request_bytes"],
+            "tool_chars_per_step": [len(b["messages"][-1]["content"]) for b in flood["requests"][1:]],
+            "max_rss_mb": flood["max_rss_mb"],
+        },
+        "prefix_stability": {"kept": kept, "pairs": seen},
+    }
+    options.json.parent.mkdir(parents=True, exist_ok=True)
+    options.json.write_text(json.dumps(figures, indent=2))
+    print(table(figures))
+    print(f"\nfigures: {options.json}")
+
+
+def table(f: dict) -> str:
+    """The figures as a Markdown table, targets beside them."""
+    flood, kept, seen = f["flood"], f["prefix_stability"]["kept"], f["prefix_stability"]["pairs"]
+
+    def both(figure: dict, value: str, compared: str) -> list[str]:
+        """agent, baseline, paired median (middle half), best of each: formatted with value and compared."""
+        low, high = (compared.format(q) for q in figure["quartiles"])
+        paired = f"{compared.format(figure['paired'])} ({low} to {high})"
+        return [
+            value.format(figure["agent"]),
+            value.format(figure["baseline"]),
+            paired,
+            compared.format(figure["best"]),
+        ]
+
+    rows = [
+        [
+            "measure",
+            "agent",
+            "baseline",
+            "agent against baseline, per pair: median (middle half)",
+            "best against best",
+            "target",
+        ],
+        ["---"] * 6,
+        [f"wall time, {f['steps']} steps, {f['pairs']} pairs", *both(f["wall_s"], "{:.2f} s", "{:.3f}"), "<= 1.10"],
+        ["peak memory (max RSS), same runs", *both(f["max_rss_mb"], "{:.1f} MB", "{:.3f}"), "<= 1.15"],
+        [
+            f"process start to first request, {f['start_pairs']} pairs",
+            *both(f["first_request_ms"], "{:.0f} ms", "{:+.0f} ms"),
+            "<= +50 ms",
+        ],
+        [
+            f"tool output added per step, {len(flood['tool_chars_per_step'])} steps of ~15 MB output",
+            f"{max(flood['tool_chars_per_step']):,} chars at most",
+            "",
+            "",
+            "",
+            "<= 11,000",
+        ],
+        ["largest request body in that run", f"{max(flood['request_bytes']):,} bytes", "", "", "", ""],
+        ["peak memory in that run", f"{flood['max_rss_mb']:.1f} MB", "", "", "", ""],
+        ["requests that extend the previous one byte for byte", f"{kept}/{seen}", "", f"{kept / seen:.0%}", "", "100%"],
+    ]
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows) + f"\n\nmachine: {f['machine']}"
+
+
+if __name__ == "__main__":
+    main()
