@@ -358,10 +358,25 @@ def replay_client(events: list[dict]) -> SimpleNamespace:
     return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
 
 
+# The fields each event needs for --show, --replay and --resume.
+EVENT_FIELDS = {
+    "run/start": ("system_prompt",),
+    "user/message": ("content",),
+    "assistant/message": ("message",),
+    "tool/result": ("call_id", "name", "content"),
+    "turn/end": ("status",),
+}
+
+
 def read_transcript(path: Path) -> list[dict]:
-    """The events of a transcript file."""
+    """The events of a transcript file; ValueError names the first line that is not one."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        events = [(number, json.loads(line)) for number, line in enumerate(f, 1) if line.strip()]
+    for number, event in events:
+        needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
+        if needed is None or any(field not in event for field in needed):
+            raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
+    return [event for _, event in events]
 
 
 def rebuild(events: list[dict]) -> list[dict]:
@@ -507,6 +522,28 @@ def interactive(messages: list[dict]) -> int:
             turn(line.strip(), messages)
 
 
+def read_task(options: argparse.Namespace, recorded: list[dict]) -> str:
+    """The task: from the command line, else the replayed transcript's, else piped in. "" means ask for tasks."""
+    task = " ".join(options.task).strip()
+    if options.replay and not task:
+        task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
+    if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
+        task = sys.stdin.read().strip()
+    return task
+
+
+def start_conversation(options: argparse.Namespace, recorded: list[dict]) -> list[dict]:
+    """The messages to start from, a new conversation's or a resumed one's, recorded in the transcript."""
+    settings = {"model": MODEL, "base_url": BASE_URL, "workspace": str(options.workdir.resolve())}
+    if not options.resume:
+        record("run/start", **settings, system_prompt=SYSTEM_PROMPT)
+        return [{"role": "system", "content": SYSTEM_PROMPT}]
+    messages = rebuild(recorded)
+    record("run/resume", **settings)
+    answer_pending(messages, "not run: the earlier run ended before this call was answered")
+    return messages
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run what the command line asks for; return the exit status."""
     global MODEL, BASE_URL, MAX_STEPS, TRACE, STREAM_OPTIONS, client, transcript
@@ -537,14 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
         client = openai.OpenAI(base_url=BASE_URL, api_key=config.API_KEY or "no-key")
-    task = " ".join(options.task).strip()
-    if options.replay and not task:
-        task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
-    if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
-        task = sys.stdin.read().strip()
-        if not task:
-            say('agent: no task. Give one, as in: python agent.py "list the files"')
-            return 2
+    task = read_task(options, recorded)
+    if not task and not sys.stdin.isatty():
+        say('agent: no task. Give one, as in: python agent.py "list the files"')
+        return 2
     try:
         options.workdir.mkdir(parents=True, exist_ok=True)
         transcript = open_transcript(options.resume or options.transcript, "a" if options.resume else "x")
@@ -552,14 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"agent: {e.strerror}: {e.filename}")
         return 2
     tools.WORKDIR, tools.ASSUME_YES = options.workdir, options.yes
-    settings = {"model": MODEL, "base_url": BASE_URL, "workspace": str(options.workdir.resolve())}
-    if options.resume:
-        messages = rebuild(recorded)
-        record("run/resume", **settings)
-        answer_pending(messages, "not run: the earlier run ended before this call was answered")
-    else:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-        record("run/start", **settings, system_prompt=SYSTEM_PROMPT)
+    messages = start_conversation(options, recorded)
     say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
     status = turn(task, messages) if task else interactive(messages)
     if any(tokens.values()):

@@ -166,6 +166,8 @@ def main() -> None:
     options.json.parent.mkdir(parents=True, exist_ok=True)
     options.json.write_text(json.dumps(figures, indent=2))
     print(table(figures))
+    if options.quick:
+        print("\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure")
     print(f"\nfigures: {options.json}")
 
 

@@ -48,6 +48,16 @@ def test_the_lesson_says_it_was_written_by_hand():
     assert "by hand" in events_of(LESSON)[0]["note"]
 
 
+def test_a_file_that_is_not_a_transcript_is_refused_with_its_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "run/start", "system_prompt": "s"}\n{"type": "user/message"}\n')
+    for option in ("--show", "--replay", "--resume"):
+        done = run_offline(tmp_path, option, str(bad), "go")
+        assert done.returncode == 2
+        assert "line 2: not a transcript event with content" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
 def test_a_replay_that_runs_out_of_replies_stops_with_3(tmp_path):
     short = tmp_path / "short.jsonl"
     short.write_text("\n".join(LESSON.read_text().splitlines()[:3]) + "\n")  # one reply, a write_file call
