@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     messages = start_conversation(options, recorded)
     say(f"{MODEL} at {BASE_URL}, working in {options.workdir}; transcript: {transcript.name}")
     status = turn(task, messages) if task else interactive(messages)
-    if any(tokens.values()):
+    if status != 1 or any(tokens.values()):  # a request that failed at once has nothing to total
         say(f"total: {describe_tokens(tokens)}")
     return status
 

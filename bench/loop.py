@@ -166,6 +166,9 @@ def main() -> None:
     options.json.parent.mkdir(parents=True, exist_ok=True)
     options.json.write_text(json.dumps(figures, indent=2))
     print(table(figures))
+    flood = figures["flood"]
+    print(f"\nrequest bodies in the ~15 MB run, bytes: {flood['request_bytes']}")
+    print(f"tool output each step added, characters: {flood['tool_chars_per_step']}")
     if options.quick:
         print("\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure")
     print(f"\nfigures: {options.json}")

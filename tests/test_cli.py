@@ -1,12 +1,17 @@
 """The command line: exit statuses, API errors, settings, the transcript."""
 
 import json
+import os
 import socket
 import subprocess
 import sys
 
+import openai
+import pytest
 from conftest import AGENT, KEY, clean_env
 from scripted_server import Error, call, reply
+
+import agent as agent_module
 
 
 def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
@@ -22,6 +27,7 @@ def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
     assert "← wrote 5 characters to a.txt" in result.stderr
 
 
+@pytest.mark.skipif(os.name == "nt", reason="needs a POSIX shell")
 def test_with_yes_a_shell_command_runs_in_the_workspace(agent, server):
     server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
     agent("touch", "--yes")
@@ -60,6 +66,17 @@ def test_retired_model_is_named_in_the_hint(agent, server):
     server.add(Error(400, "Model Not Exist: deepseek-chat"))
     result = agent("go", "--model", "deepseek-chat")
     assert_one_clear_line(result, "HTTP 400", "retired in July 2026", "deepseek-flash")
+
+
+def test_403_points_at_the_keys_permissions(agent, server):
+    server.add(Error(403, "not allowed for this model"))
+    assert_one_clear_line(agent("go"), "HTTP 403", "not allowed for this model", "may use this model")
+
+
+def test_a_timeout_is_explained_in_one_line():
+    explained = agent_module.explain(openai.APITimeoutError(request=None))  # the request only rides along
+    assert explained.startswith(f"the request to {agent_module.BASE_URL} timed out")
+    assert "\n" not in explained
 
 
 def test_404_points_at_the_base_url(agent, server):
@@ -220,16 +237,7 @@ def test_transcript_rebuilds_the_messages_exactly(agent, server):
         reply("done"),
     )
     result = agent("go")
-    messages = []
-    for event in result.events():
-        if event["type"] == "run/start":
-            messages.append({"role": "system", "content": event["system_prompt"]})
-        elif event["type"] == "user/message":
-            messages.append({"role": "user", "content": event["content"]})
-        elif event["type"] == "assistant/message":
-            messages.append(event["message"])
-        elif event["type"] == "tool/result":
-            messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]})
+    messages = agent_module.rebuild(result.events())  # what --resume starts from
     assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
     assert messages[-1]["content"] == "done"
 

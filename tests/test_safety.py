@@ -61,6 +61,7 @@ def test_a_command_reading_input_gets_end_of_file_not_the_agents_stdin(agent, se
     assert tool_result(server) == "after-cat\n"
 
 
+@posix_only
 def test_huge_output_reaches_the_model_clipped_with_head_and_tail(agent, server):
     program = "import sys; sys.stdout.write('HEAD' + 'x' * 15_000_000 + 'TAIL')"
     shell_then_answer(server, f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}")

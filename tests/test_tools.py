@@ -30,6 +30,7 @@ def test_write_then_read_round_trip_with_new_folders(workspace):
     assert read_file("deep/er/note.txt") == "héllo\n"
 
 
+@posix_only
 def test_write_keeps_the_mode_and_leaves_no_temporary_file(workspace):
     script = workspace / "run.sh"
     script.write_text("old")
