@@ -37,12 +37,10 @@ def read_file(path: str) -> str:
     if not target.exists():
         raise ToolError(f"{path} does not exist")
     data = target.read_bytes()
-    try:
-        if b"\0" in data:
-            raise UnicodeError
-        return data.decode("utf-8")
-    except UnicodeError:
-        raise ToolError(f"{path} is a binary file ({len(data)} bytes), not UTF-8 text") from None
+    if b"\0" not in data:
+        with contextlib.suppress(UnicodeDecodeError):
+            return data.decode("utf-8")
+    raise ToolError(f"{path} is a binary file ({len(data)} bytes), not UTF-8 text")
 
 
 def write_file(path: str, content: str) -> str:
@@ -70,6 +68,8 @@ def write_file(path: str, content: str) -> str:
 
 def run_shell(command: str) -> str:
     """Run a shell command in the workspace; return its output and exit status."""
+    if not isinstance(command, str) or not command.strip():  # a list would run only its first word
+        raise ToolError("command must be one non-empty string, the command line as typed in a shell")
     refusal = consent(command)
     if refusal:
         raise ToolError(refusal)

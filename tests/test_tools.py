@@ -31,6 +31,14 @@ def test_write_then_read_round_trip_with_new_folders(workspace):
 
 
 @posix_only
+def test_write_takes_a_json_object_as_the_files_json_and_refuses_other_non_text(workspace):
+    write_file("package.json", {"name": "demo"})
+    assert (workspace / "package.json").read_text() == '{\n  "name": "demo"\n}'
+    with pytest.raises(ToolError, match="content must be a string, not int"):
+        write_file("n.txt", 391)
+
+
+@posix_only
 def test_write_keeps_the_mode_and_leaves_no_temporary_file(workspace):
     script = workspace / "run.sh"
     script.write_text("old")
@@ -121,6 +129,12 @@ def test_run_shell_runs_in_the_workspace_and_reports_the_exit_status(workspace):
     (workspace / "here.txt").write_text("")
     assert run_shell("ls") == "here.txt\n"
     assert run_shell("echo out; echo err >&2; exit 3") == "out\nerr\n\n[exit status 3]"
+
+
+def test_run_shell_refuses_a_command_that_is_not_one_string(workspace):
+    with pytest.raises(ToolError, match="one non-empty string"):
+        run_shell(["touch", "made"])
+    assert not (workspace / "made").exists()
 
 
 @posix_only
