@@ -309,13 +309,14 @@ def collect_stream(stream) -> ChatCompletion:
         finish_reason = chunk.choices[0].finish_reason or finish_reason
     if message["content"]:
         print(flush=True)
+    return completion(message, finish_reason, usage)
+
+
+def completion(message: dict, finish_reason: str | None, usage) -> ChatCompletion:
+    """A ChatCompletion built as the SDK builds a live reply (model_construct: DeepSeek's finish reasons pass)."""
+    choices = [{"index": 0, "message": message, "finish_reason": finish_reason}]
     return ChatCompletion.model_construct(
-        id="stream",
-        object="chat.completion",
-        created=0,
-        model=MODEL,
-        usage=usage,
-        choices=[{"index": 0, "message": message, "finish_reason": finish_reason}],
+        id="local", object="chat.completion", created=0, model=MODEL, usage=usage, choices=choices
     )
 
 
@@ -339,21 +340,14 @@ class ReplayEnded(Exception):
 def replay_client(events: list[dict]) -> SimpleNamespace:
     """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
 
-    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look the same."""
+    Each reply is built by completion(), so resp, msg and msg.tool_calls look as in a live run."""
     replies = [e for e in events if e["type"] == "assistant/message"]
 
     def create(**request) -> ChatCompletion:
         if not replies:
             raise ReplayEnded("the transcript has no more recorded replies")
         event = replies.pop(0)
-        return ChatCompletion.model_construct(
-            id="replay",
-            object="chat.completion",
-            created=0,
-            model=request["model"],
-            usage=event.get("usage"),
-            choices=[{"index": 0, "message": event["message"], "finish_reason": event.get("finish_reason")}],
-        )
+        return completion(event["message"], event.get("finish_reason"), event.get("usage"))
 
     return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create)))
 
@@ -516,10 +510,11 @@ def interactive(messages: list[dict]) -> int:
         except KeyboardInterrupt:
             say("")
             continue
-        if not line or line.strip() == "exit":
+        task = line.strip()
+        if not line or task == "exit":
             return 0
-        if line.strip():
-            turn(line.strip(), messages)
+        if task:
+            turn(task, messages)
 
 
 def read_task(options: argparse.Namespace, recorded: list[dict]) -> str:

@@ -23,7 +23,15 @@ class Result:
     transcript: Path
 
     def events(self) -> list[dict]:
-        return [json.loads(line) for line in self.transcript.read_text(encoding="utf-8").splitlines()]
+        return events_of(self.transcript)
+
+
+def events_of(path: Path) -> list[dict]:
+    """The events of a transcript file."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+posix_only = pytest.mark.skipif(os.name == "nt", reason="needs POSIX: a shell, a pty, signals or a FIFO")
 
 
 @pytest.fixture

@@ -1,14 +1,12 @@
 """The command line: exit statuses, API errors, settings, the transcript."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
 
 import openai
-import pytest
-from conftest import AGENT, KEY, clean_env
+from conftest import AGENT, KEY, clean_env, posix_only
 from scripted_server import Error, call, reply
 
 import agent as agent_module
@@ -27,7 +25,7 @@ def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
     assert "← wrote 5 characters to a.txt" in result.stderr
 
 
-@pytest.mark.skipif(os.name == "nt", reason="needs a POSIX shell")
+@posix_only
 def test_with_yes_a_shell_command_runs_in_the_workspace(agent, server):
     server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
     agent("touch", "--yes")

@@ -7,13 +7,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import AGENT, ROOT, clean_env
+from conftest import AGENT, ROOT, clean_env, events_of, posix_only
 from scripted_server import Hang, Stream, call, reply
 
 import agent as agent_module
 
 LESSON = ROOT / "examples" / "lesson-01.jsonl"
-posix_only = pytest.mark.skipif(os.name == "nt", reason="needs a pseudo-terminal or signals")
 
 
 def run_offline(tmp_path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -29,10 +28,6 @@ def run_offline(tmp_path, *args: str, stdin: str = "") -> subprocess.CompletedPr
         encoding="utf-8",
         timeout=120,
     )
-
-
-def events_of(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def test_the_lesson_replays_end_to_end_without_a_key(tmp_path):

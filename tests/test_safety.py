@@ -1,16 +1,12 @@
 """Tool safety seen from outside: consent, closed input, clipping, the key, Ctrl-C."""
 
-import json
 import os
 import shlex
 import signal
 import sys
 
-import pytest
-from conftest import KEY, clean_env, open_fifo, read_fifo
+from conftest import KEY, clean_env, events_of, open_fifo, posix_only, read_fifo
 from scripted_server import Hang, call, reply
-
-posix_only = pytest.mark.skipif(os.name == "nt", reason="needs a POSIX shell, pty or signals")
 
 
 def shell_then_answer(server, command: str) -> None:
@@ -100,7 +96,7 @@ def test_ctrl_c_during_a_command_kills_it_answers_the_calls_and_exits_130(agent,
     os.close(fd)
     assert process.returncode == 130
     assert "Traceback" not in stderr
-    events = [json.loads(line) for line in transcript.read_text().splitlines()]
+    events = events_of(transcript)
     results = [(e["call_id"], e["content"]) for e in events if e["type"] == "tool/result"]
     assert results == [("c1", "interrupted by the user"), ("c2", "interrupted by the user")]
     assert events[-1]["type"] == "turn/end" and events[-1]["status"] == "interrupted"

@@ -7,12 +7,10 @@ import stat
 import sys
 
 import pytest
-from conftest import open_fifo, read_fifo
+from conftest import open_fifo, posix_only, read_fifo
 
 import tools
 from tools import ToolError, read_file, run_shell, write_file
-
-posix_only = pytest.mark.skipif(os.name == "nt", reason="needs a POSIX shell")
 
 
 @pytest.fixture(autouse=True)
