@@ -1,39 +1,111 @@
 """Settings, read once at start: command-line flag > environment > .env > default.
 
-Flags are applied in agent.py; this file covers the other three. python-dotenv
-never overrides a variable that is already set, so real environment variables win.
+The environment and .env are read when this file is imported; the command line when
+agent.py's main() calls parse_options(). A bad setting raises ConfigError there, and
+main() turns it into one line and exit status 2. Nothing here imports the openai package.
 """
 
+import argparse
 import os
-import sys
 from pathlib import Path
 
 from dotenv import find_dotenv, load_dotenv
 
 HERE = Path(__file__).resolve().parent
 
+# python-dotenv never overrides a variable that is already set, so real environment variables win.
 load_dotenv(find_dotenv(usecwd=True))  # .env in the current folder or one above it
 load_dotenv(HERE / ".env")  # .env beside agent.py, for settings that are still missing
 
 
-def _number(name: str, default: float) -> float:
-    """A positive number from the environment, or stop with exit status 2."""
+class ConfigError(ValueError):
+    """A setting that cannot be used; its message names the setting and what it must be."""
+
+
+BAD = []  # the first bad numeric setting is raised by parse_options(); see number()
+
+
+def number(name: str, default: float) -> float:
+    """A positive number from the environment. A bad value keeps the default and is noted in BAD,
+    so that importing this file never fails and main() can say what is wrong in one line."""
     raw = os.environ.get(name, "").strip()
     try:
         value = float(raw) if raw else default
     except ValueError:
-        value = -1.0
-    if value <= 0:
-        print(f"agent: {name}={raw!r} must be a positive number", file=sys.stderr)
-        sys.exit(2)
-    return value
+        value = 0.0
+    if value > 0:
+        return value
+    BAD.append(f"{name}={raw!r} must be a positive number")
+    return default
 
 
 BASE_URL = os.environ.get("AGENT_BASE_URL") or "https://api.deepseek.com"
 MODEL = os.environ.get("AGENT_MODEL") or "deepseek-flash"
 # Never OPENAI_API_KEY: it would be sent to whatever server BASE_URL names.
 API_KEY = os.environ.get("AGENT_API_KEY") or os.environ.get("DEEPSEEK_API_KEY") or ""
-SHELL_TIMEOUT = _number("AGENT_SHELL_TIMEOUT", 60)  # seconds
-MAX_OUTPUT = int(_number("AGENT_MAX_OUTPUT", 10_000))  # characters of a tool result
+TIMEOUT = number("AGENT_TIMEOUT", 300)  # seconds one request to the model may take, body and stream included
+SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
+MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000))  # characters of a tool result
+MAX_STEPS = 20  # model requests per task
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
+
+HELP_EPILOG = """\
+settings (flag > environment > .env in the current folder or beside agent.py > default):
+  AGENT_BASE_URL       server address              default https://api.deepseek.com
+  AGENT_MODEL          model name                  default deepseek-flash
+  AGENT_API_KEY        API key (or DEEPSEEK_API_KEY; never OPENAI_API_KEY).
+                       Not needed for a server on this machine (localhost).
+  AGENT_TIMEOUT        seconds one model request may take, all of it  default 300
+                       (the SDK tries twice more after a timeout)
+  AGENT_SHELL_TIMEOUT  seconds before a shell command is killed      default 60
+  AGENT_MAX_OUTPUT     characters of a tool result kept for the model  default 10000
+
+with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
+  otherwise the task is read from standard input.
+
+exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
+  3 stopped without an answer (step limit, the reply was cut off, filtered or
+  empty, or a replay ran out of recorded replies), 130 interrupted (Ctrl-C)
+
+examples:
+  python agent.py "write hello.py that prints hello, then run it"
+  python agent.py --replay examples/lesson-01.jsonl     (no key, no network)
+  python agent.py --resume runs/20261130T101500123456Z.jsonl "now add a test"
+  echo "list the files" | python agent.py --yes
+  AGENT_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=qwen3 python agent.py "list the files"
+"""
+
+
+def parse_options(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, on top of the environment. Raises ConfigError for a bad setting."""
+    if BAD:
+        raise ConfigError(BAD[0])
+    parser = argparse.ArgumentParser(
+        prog="agent.py",
+        description="A minimal agent: a model, three tools and a loop.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = parser.add_argument
+    add("task", nargs="*", help="what to do, in words")
+    add("-y", "--yes", action="store_true", help="run shell commands without asking")
+    add("--max-steps", type=positive_int, default=MAX_STEPS, metavar="N", help=f"model requests per task ({MAX_STEPS})")
+    add("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
+    add("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
+    add("--workdir", type=Path, default=WORKDIR, metavar="DIR", help="the tools' folder (playground/)")
+    add("--transcript", type=Path, metavar="PATH", help="where to write the transcript (runs/<UTC time>.jsonl)")
+    add("--stream", action="store_true", help="print the answer as it is written")
+    add("--trace", action="store_true", help="print each request and raw response on stderr")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--replay", type=Path, metavar="TRANSCRIPT", help="answer with a transcript's recorded replies")
+    group.add_argument("--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation")
+    group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
+    return parser.parse_args(argv)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import config
 
-WORKDIR = config.WORKDIR  # agent.py points this at --workdir
-ASSUME_YES = False  # agent.py sets this from --yes
+WORKDIR = config.WORKDIR  # the default workspace; --workdir gives another, passed in as workdir=
 SHELL_TIMEOUT = config.SHELL_TIMEOUT
 KILL_GRACE = 5  # seconds to collect the output of a killed command
 MAX_OUTPUT = config.MAX_OUTPUT
@@ -28,9 +27,9 @@ class ToolError(Exception):
     """A refusal or failure, told to the model as it is."""
 
 
-def read_file(path: str) -> str:
+def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
     """Return the text of a UTF-8 file in the workspace."""
-    target = resolve(path)
+    target = resolve(path, workdir)
     if target.is_dir():
         names = sorted(p.name + "/" * p.is_dir() for p in target.iterdir())
         raise ToolError(f"{path} is a folder, not a file; it holds: {', '.join(names[:50]) or 'nothing'}")
@@ -43,13 +42,13 @@ def read_file(path: str) -> str:
     raise ToolError(f"{path} is a binary file ({len(data)} bytes), not UTF-8 text")
 
 
-def write_file(path: str, content: str) -> str:
+def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
     """Write content to a file in the workspace, replacing it whole."""
     if isinstance(content, (dict, list)):  # a small model's way of writing a JSON file
         content = json.dumps(content, indent=2, ensure_ascii=False)
     if not isinstance(content, str):
         raise ToolError(f"content must be a string, not {type(content).__name__}")
-    target = resolve(path)
+    target = resolve(path, workdir)
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -66,17 +65,16 @@ def write_file(path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-def run_shell(command: str) -> str:
-    """Run a shell command in the workspace; return its output and exit status."""
-    if not isinstance(command, str) or not command.strip():  # a list would run only its first word
+def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_TIMEOUT) -> str:
+    """Run a shell command in the workspace; return its output and exit status.
+
+    It runs without asking: the agent asks the person first (consent() below)."""
+    if not is_command(command):
         raise ToolError("command must be one non-empty string, the command line as typed in a shell")
-    refusal = consent(command)
-    if refusal:
-        raise ToolError(refusal)
     process = subprocess.Popen(
         command,
         shell=True,
-        cwd=WORKDIR,
+        cwd=workdir,
         env=shell_env(),
         stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
         stdout=subprocess.PIPE,
@@ -84,7 +82,7 @@ def run_shell(command: str) -> str:
         **NEW_PROCESS_GROUP,
     )
     try:
-        output, _ = process.communicate(timeout=SHELL_TIMEOUT)
+        output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_tree(process)
         try:
@@ -92,7 +90,7 @@ def run_shell(command: str) -> str:
         except subprocess.TimeoutExpired as e:  # a process that left the group (setsid) holds the output open
             output = e.output or b""
         raise ToolError(
-            f"timed out after {SHELL_TIMEOUT:g} seconds and was killed; output so far:\n{decode(output)}"
+            f"timed out after {timeout:g} seconds and was killed; output so far:\n{decode(output)}"
         ) from None
     except BaseException:  # Ctrl-C: the command must not outlive the agent
         kill_tree(process)
@@ -104,10 +102,13 @@ def run_shell(command: str) -> str:
     return text or "(no output)"
 
 
+def is_command(command) -> bool:
+    """Whether command is one command line: a list would run only its first word under shell=True."""
+    return isinstance(command, str) and bool(command.strip())
+
+
 def consent(command: str) -> str | None:
     """Ask the person before a command runs. None means yes; otherwise why not, for the model."""
-    if ASSUME_YES:
-        return None
     if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
         print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
         return "declined: the user could not be asked (no terminal) and did not start the agent with --yes"
@@ -121,11 +122,11 @@ def consent(command: str) -> str | None:
     return f"declined by the user: {reason}" if reason else "declined by the user"
 
 
-def resolve(path: str) -> Path:
+def resolve(path: str, workdir: Path) -> Path:
     """The real path inside the workspace that path names; symlinks are followed first."""
     if not isinstance(path, str) or not path.strip():
         raise ToolError("path must be a non-empty string")
-    root = Path(WORKDIR).resolve()
+    root = Path(workdir).resolve()
     target = (root / path).resolve()
     if not target.is_relative_to(root):
         raise ToolError(f"{path} is outside the workspace ({root}); use a path inside it")
@@ -159,11 +160,11 @@ else:
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def clip(text: str) -> str:
-    """Keep at most MAX_OUTPUT characters: the head and the tail, and say what was left out."""
-    if len(text) <= MAX_OUTPUT:
+def clip(text: str, limit: int = MAX_OUTPUT) -> str:
+    """Keep at most limit characters: the head and the tail, and say what was left out."""
+    if len(text) <= limit:
         return text
-    head, tail = text[: MAX_OUTPUT // 2], text[-(MAX_OUTPUT // 2) :]
+    head, tail = text[: limit // 2], text[-(limit // 2) :]
     return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from scripted_server import ScriptedServer
 
+import agent as agent_module
+import servers
+
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
 KEY = "sk-test-7f3a9c-secret"
-sys.path.insert(0, str(ROOT))
 
 
 @dataclass
@@ -110,6 +112,49 @@ class Agent:
 @pytest.fixture
 def agent(tmp_path, server):
     return Agent(server, tmp_path)
+
+
+@dataclass
+class Ran:
+    """What one call of agent.run() returned and printed."""
+
+    status: str
+    text: str
+    used: list[dict]
+    stdout: str
+    stderr: str
+    transcript: Path
+
+    def events(self) -> list[dict]:
+        return events_of(self.transcript)
+
+
+class Loop:
+    """Calls agent.run() in this process, with a client pointed at the scripted server, in a temporary folder.
+
+    The client is the one the command line makes (servers.make_client), time limit included."""
+
+    def __init__(self, server: ScriptedServer, tmp_path: Path, capsys):
+        self.server, self.tmp_path, self.capsys = server, tmp_path, capsys
+        self.workdir = tmp_path / "work"
+        self.workdir.mkdir(exist_ok=True)
+        self.runs = 0
+
+    def __call__(self, task: str = "go", messages: list[dict] | None = None, timeout: float = 60, **options) -> Ran:
+        self.runs += 1
+        path = self.tmp_path / f"loop-{self.runs}.jsonl"
+        client = servers.make_client(self.server.url, KEY, timeout)
+        options = {"client": client, "model": "test-model", "workdir": self.workdir, **options}
+        self.capsys.readouterr()
+        with open(path, "x", encoding="utf-8") as transcript:
+            outcome = agent_module.run(task, messages, transcript=transcript, **options)
+        printed = self.capsys.readouterr()
+        return Ran(*outcome, printed.out, printed.err, path)
+
+
+@pytest.fixture
+def loop(tmp_path, server, capsys):
+    return Loop(server, tmp_path, capsys)
 
 
 def open_fifo(path: Path) -> int:

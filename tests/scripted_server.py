@@ -5,6 +5,7 @@ and records every request it got. An error reply stays queued, so the SDK's
 retries see it too.
 """
 
+import itertools
 import json
 import threading
 import time
@@ -100,6 +101,14 @@ class Hang:
         self.arrived = threading.Event()
 
 
+class Trickle:
+    """A reply sent slowly: its body one byte every seconds_per_byte, or (endless_stream) a stream
+    that sends a chunk every 0.05 s and never finishes. Either gives up after 30 s or when the client leaves."""
+
+    def __init__(self, body: dict, seconds_per_byte: float = 0.2, endless_stream: bool = False):
+        self.body, self.seconds_per_byte, self.endless_stream = body, seconds_per_byte, endless_stream
+
+
 class ScriptedServer:
     """respond: a function from a request body to a reply, used when the script is empty."""
 
@@ -110,7 +119,7 @@ class ScriptedServer:
         self.closing = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, args=(0.01,), daemon=True).start()
 
     def add(self, *replies) -> None:
         self.script.extend(replies)
@@ -156,6 +165,8 @@ class ScriptedServer:
                 server.script.pop(0)
                 if isinstance(head, Stream):
                     return self._stream(head.events)
+                if isinstance(head, Trickle):
+                    return self._trickle(head)
                 if isinstance(head, Hang):
                     head.arrived.set()
                     server.closing.wait(60)
@@ -172,6 +183,30 @@ class ScriptedServer:
                     self.wfile.flush()
                 if events and events[-1]["usage"]:  # a complete stream ends with [DONE]
                     self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+            def _trickle(self, trickle):
+                endless = trickle.endless_stream
+                data = json.dumps(trickle.body).encode()
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream" if endless else "application/json")
+                self.send_header(
+                    "content-length" if not endless else "connection", str(len(data)) if not endless else "close"
+                )
+                self.end_headers()
+                chunk = fragments(trickle.body, 1, False)[1]
+                pieces = (f"data: {json.dumps(chunk)}\n\n".encode() if endless else bytes([b]) for b in data)
+                deadline = time.monotonic() + 30
+                for piece in itertools.cycle(pieces) if endless else pieces:
+                    if time.monotonic() > deadline or server.closing.wait(
+                        0.05 if endless else trickle.seconds_per_byte
+                    ):
+                        break
+                    try:
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        break
                 self.close_connection = True
 
             def _send(self, status, body, headers):

@@ -1,4 +1,4 @@
-"""The command line: exit statuses, API errors, settings, the transcript."""
+"""API errors and the transcript (in this process); the command line: exit statuses, settings, help (as a process)."""
 
 import json
 import socket
@@ -10,6 +10,8 @@ from conftest import AGENT, KEY, clean_env, posix_only
 from scripted_server import Error, call, reply
 
 import agent as agent_module
+import servers
+import transcript
 
 
 def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
@@ -26,106 +28,98 @@ def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
 
 
 @posix_only
-def test_with_yes_a_shell_command_runs_in_the_workspace(agent, server):
+def test_with_yes_a_shell_command_runs_in_the_workspace(loop, server):
     server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
-    agent("touch", "--yes")
-    assert (agent.workdir / "ran").exists()
+    loop("touch", yes=True)
+    assert (loop.workdir / "ran").exists()
     assert server.messages(1)[-1]["content"] == "hi\n"
 
 
 def assert_one_clear_line(result, *needles):
-    assert result.returncode == 1
+    assert result.status == "api_error"
     assert "Traceback" not in result.stderr
     error = result.stderr[result.stderr.index("agent: ") :].splitlines()[:2]
     for needle in needles:
         assert needle in "\n".join(error)
 
 
-def test_401_names_the_key_settings_and_exits_1(agent, server):
+def test_401_names_the_key_settings_and_exits_1(loop, server):
     server.add(Error(401, "Authentication Fails, Your api key: ****cret is invalid"))
-    result = agent("go")
+    result = loop("go")
     assert_one_clear_line(result, "HTTP 401", "Authentication Fails", "AGENT_API_KEY")
     assert len(server.requests) == 1  # an auth error is not retried
 
 
-def test_429_is_retried_by_the_sdk_then_exits_1(agent, server):
+def test_429_is_retried_by_the_sdk_then_exits_1(loop, server):
     server.add(Error(429, "Rate limit reached"))
-    result = agent("go")
+    result = loop("go")
     assert_one_clear_line(result, "HTTP 429", "Rate limit reached")
     assert len(server.requests) == 3
 
 
-def test_500_exits_1_with_the_server_message(agent, server):
+def test_500_exits_1_with_the_server_message(loop, server):
     server.add(Error(500, "upstream exploded"))
-    assert_one_clear_line(agent("go"), "HTTP 500", "upstream exploded")
+    assert_one_clear_line(loop("go"), "HTTP 500", "upstream exploded")
 
 
-def test_retired_model_is_named_in_the_hint(agent, server):
+def test_retired_model_is_named_in_the_hint(loop, server):
     server.add(Error(400, "Model Not Exist: deepseek-chat"))
-    result = agent("go", "--model", "deepseek-chat")
+    result = loop("go", model="deepseek-chat")
     assert_one_clear_line(result, "HTTP 400", "retired in July 2026", "deepseek-flash")
 
 
-def test_403_points_at_the_keys_permissions(agent, server):
+def test_403_points_at_the_keys_permissions(loop, server):
     server.add(Error(403, "not allowed for this model"))
-    assert_one_clear_line(agent("go"), "HTTP 403", "not allowed for this model", "may use this model")
+    assert_one_clear_line(loop("go"), "HTTP 403", "not allowed for this model", "may use this model")
 
 
 def test_a_timeout_is_explained_in_one_line():
-    explained = agent_module.explain(openai.APITimeoutError(request=None))  # the request only rides along
-    assert explained.startswith(f"the request to {agent_module.BASE_URL} timed out")
+    explained = servers.explain(openai.APITimeoutError(request=None), "http://h/v1", "m", KEY)  # request rides along
+    assert explained.startswith("the request to http://h/v1 timed out")
     assert "\n" not in explained
 
 
-def test_404_points_at_the_base_url(agent, server):
+def test_404_points_at_the_base_url(loop, server):
     server.add(Error(404, "no route"))
-    assert_one_clear_line(agent("go"), "HTTP 404", "AGENT_BASE_URL")
+    assert_one_clear_line(loop("go"), "HTTP 404", "AGENT_BASE_URL")
 
 
-def test_refused_connection_exits_1_naming_the_address(tmp_path):
+def test_refused_connection_is_one_line_naming_the_address(tmp_path, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
     url = f"http://127.0.0.1:{port}/v1"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(AGENT),
-            "--base-url",
-            url,
-            "--workdir",
-            str(tmp_path / "w"),
-            "--transcript",
-            str(tmp_path / "t.jsonl"),
-            "go",
-        ],
-        cwd=tmp_path,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 1
-    assert "Traceback" not in done.stderr
-    assert f"could not reach {url}" in done.stderr
+    outcome = agent_module.run("go", client=servers.make_client(url, KEY, 60), workdir=tmp_path)
+    assert outcome.status == "api_error"
+    assert f"could not reach {url}" in outcome.text
+    assert "Traceback" not in capsys.readouterr().err
 
 
-def test_a_reply_that_is_not_a_completion_exits_1(agent, server):
-    server.add({"error": {"message": "provider overloaded"}})
+def test_an_api_error_exits_1_with_one_line_and_no_traceback(agent, server):
+    server.add(Error(401, "Authentication Fails"))
     result = agent("go")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "agent: the server answered HTTP 401: Authentication Fails" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_reply_that_is_not_a_completion_exits_1(loop, server):
+    server.add({"error": {"message": "provider overloaded"}})
+    result = loop("go")
     assert_one_clear_line(result, "no choices", "provider overloaded")
 
 
-def test_a_reply_that_is_not_json_exits_1(agent, server):
+def test_a_reply_that_is_not_json_exits_1(loop, server):
     server.add("<html>this is not json")
-    assert_one_clear_line(agent("go"), "not a chat completion", "AGENT_BASE_URL")
+    assert_one_clear_line(loop("go"), "not a chat completion", "AGENT_BASE_URL")
 
 
-def test_a_non_function_tool_call_is_answered_not_fatal(agent, server):
+def test_a_non_function_tool_call_is_answered_not_fatal(loop, server):
     custom = {"id": "c1", "type": "custom", "custom": {"name": "grep", "input": "x"}}
     server.add(reply(tool_calls=[custom]), reply("done"))
-    result = agent("go")
-    assert result.returncode == 0
+    result = loop("go")
+    assert result.status == "answered"
     assert server.messages(1)[-1]["content"].startswith("error: unknown tool ''")
 
 
@@ -235,13 +229,13 @@ def test_transcript_rebuilds_the_messages_exactly(agent, server):
         reply("done"),
     )
     result = agent("go")
-    messages = agent_module.rebuild(result.events())  # what --resume starts from
+    messages = transcript.rebuild(result.events())  # what --resume starts from
     assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
     assert messages[-1]["content"] == "done"
 
 
-def test_api_failure_is_recorded_in_the_transcript(agent, server):
+def test_api_failure_is_recorded_in_the_transcript(loop, server):
     server.add(Error(401, "bad key"))
-    result = agent("go")
+    result = loop("go")
     assert result.events()[-1]["type"] == "turn/end"
     assert result.events()[-1]["status"] == "api_error"

@@ -1,26 +1,29 @@
-"""The loop against a scripted server: what it sends back, and what it does with what it gets."""
+"""The loop, called in this process against a scripted server: what it sends back, and what it does with what it gets.
+
+The rule numbers are those of the README section "What real servers need"."""
 
 import itertools
 import json
 
 from scripted_server import call, reply
 
+import servers
+
 
 def tool_messages(messages):
     return [m for m in messages if m["role"] == "tool"]
 
 
-def test_answer_without_tool_calls_ends_the_run(agent, server):
+def test_answer_without_tool_calls_ends_the_run(loop, server):
     server.add(reply("The answer is 42."))
-    result = agent("what is six times seven")
-    assert result.returncode == 0
-    assert result.stdout == "The answer is 42.\n"
+    result = loop("what is six times seven")
+    assert (result.status, result.text) == ("answered", "The answer is 42.")
     assert len(server.requests) == 1
 
 
-def test_request_carries_model_tools_system_prompt_and_task(agent, server):
+def test_request_carries_model_tools_system_prompt_and_task(loop, server):
     server.add(reply("ok"))
-    agent("say ok")
+    loop("say ok")
     body = server.requests[0]["body"]
     assert body["model"] == "test-model"
     assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "write_file", "run_shell"]
@@ -28,19 +31,19 @@ def test_request_carries_model_tools_system_prompt_and_task(agent, server):
     assert body["messages"][1]["content"] == "say ok"
 
 
-def test_tool_call_runs_and_its_result_goes_back_with_the_call_id(agent, server):
+def test_tool_call_runs_and_its_result_goes_back_with_the_call_id(loop, server):
     server.add(reply(tool_calls=[call("write_file", {"path": "a.txt", "content": "hi"}, id="call_1")]), reply("done"))
-    result = agent("write a.txt")
-    assert result.returncode == 0
-    assert (agent.workdir / "a.txt").read_text() == "hi"
+    result = loop("write a.txt")
+    assert result.status == "answered"
+    assert (loop.workdir / "a.txt").read_text() == "hi"
     tool = server.messages(1)[-1]
     assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "wrote 2 characters to a.txt"}
 
 
-def test_assistant_message_is_sent_back_explicitly_with_string_content(agent, server):
+def test_assistant_message_is_sent_back_explicitly_with_string_content(loop, server):
     # Rule 1: null content becomes "", and every tool call has id, type and string arguments.
     server.add(reply(None, tool_calls=[call("read_file", {"path": "x"}, id="c1")]), reply("done"))
-    agent("read x")
+    loop("read x")
     assistant = server.messages(1)[2]
     assert assistant == {
         "role": "assistant",
@@ -51,32 +54,32 @@ def test_assistant_message_is_sent_back_explicitly_with_string_content(agent, se
     }
 
 
-def test_missing_type_is_filled_in(agent, server):
+def test_missing_type_is_filled_in(loop, server):
     raw = {"id": "c1", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}
     server.add(reply(None, tool_calls=[raw]), reply("done"))
-    agent("read x")
+    loop("read x")
     assert server.messages(1)[2]["tool_calls"][0]["type"] == "function"
 
 
-def test_reasoning_content_is_passed_back(agent, server):
+def test_reasoning_content_is_passed_back(loop, server):
     # Rule 2: DeepSeek's thinking mode needs it on later requests.
     server.add(
         reply(None, tool_calls=[call("read_file", {"path": "x"})], reasoning_content="I should look."),
         reply(None, tool_calls=[call("read_file", {"path": "y"})], reasoning_content=None),
         reply("done"),
     )
-    agent("look")
+    loop("look")
     assert server.messages(1)[2]["reasoning_content"] == "I should look."
     assert server.messages(2)[4]["reasoning_content"] == ""
 
 
-def test_reasoning_content_is_not_invented(agent, server):
+def test_reasoning_content_is_not_invented(loop, server):
     server.add(reply(None, tool_calls=[call("read_file", {"path": "x"})]), reply("done"))
-    agent("look")
+    loop("look")
     assert "reasoning_content" not in server.messages(1)[2]
 
 
-def test_missing_empty_and_repeated_ids_get_fresh_unique_ids(agent, server):
+def test_missing_empty_and_repeated_ids_get_fresh_unique_ids(loop, server):
     # Rule 3: the same fresh id is used in the assistant message and its tool message.
     server.add(
         reply(
@@ -90,7 +93,7 @@ def test_missing_empty_and_repeated_ids_get_fresh_unique_ids(agent, server):
         reply(tool_calls=[call("read_file", {"path": "e"}, id="dup")]),
         reply("done"),
     )
-    agent("read")
+    loop("read")
     messages = server.messages(2)
     ids = [c["id"] for m in messages if m["role"] == "assistant" for c in m["tool_calls"]]
     assert len(ids) == 5 and len(set(ids)) == 5 and all(ids)
@@ -98,19 +101,19 @@ def test_missing_empty_and_repeated_ids_get_fresh_unique_ids(agent, server):
     assert [m["tool_call_id"] for m in tool_messages(messages)] == ids
 
 
-def test_object_arguments_become_a_string_and_blank_arguments_become_empty_object(agent, server):
+def test_object_arguments_become_a_string_and_blank_arguments_become_empty_object(loop, server):
     raw_object = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": {"path": "a"}}}
     server.add(
         reply(tool_calls=[raw_object, call("run_shell", "  ", id="c2"), call("run_shell", None, id="c3")]),
         reply("done"),
     )
-    agent("go")
+    loop("go")
     sent = [c["function"]["arguments"] for c in server.messages(1)[2]["tool_calls"]]
     assert sent == ['{"path": "a"}', "{}", "{}"]
     assert "missing: command" in tool_messages(server.messages(1))[1]["content"]
 
 
-def test_every_call_gets_one_tool_message_in_order_right_after_the_assistant_message(agent, server):
+def test_every_call_gets_one_tool_message_in_order_right_after_the_assistant_message(loop, server):
     # Rule 4, also when a call fails.
     server.add(
         reply(
@@ -122,78 +125,76 @@ def test_every_call_gets_one_tool_message_in_order_right_after_the_assistant_mes
         ),
         reply("done"),
     )
-    agent("go")
+    loop("go")
     messages = server.messages(1)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "tool"]
     assert [m["tool_call_id"] for m in messages[3:]] == ["c1", "c2", "c3"]
     assert messages[5]["content"] == "1"
 
 
-def test_cut_off_reply_runs_no_tool_and_stops_with_3(agent, server):
+def test_cut_off_reply_runs_no_tool_and_stops_with_3(loop, server):
     # Rule 5: the arguments of a reply cut off by max_tokens may be incomplete.
     server.add(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})], finish_reason="length"))
-    result = agent("write")
-    assert result.returncode == 3
-    assert not (agent.workdir / "a").exists()
+    result = loop("write")
+    assert result.status == "length"
+    assert not (loop.workdir / "a").exists()
     assert "cut off" in result.stderr
     assert result.stdout == ""
     assert len(server.requests) == 1
     assert result.events()[-1] == {**result.events()[-1], "type": "turn/end", "status": "length"}
 
 
-def test_content_filter_and_capacity_stops_say_why(agent, server):
+def test_content_filter_and_capacity_stops_say_why(loop, server):
     server.add(reply("partial", finish_reason="content_filter"))
-    filtered = agent("go")
+    filtered = loop("go")
     server.add(reply("", finish_reason="insufficient_system_resource"))
-    busy = agent("go")
-    assert (filtered.returncode, busy.returncode) == (3, 3)
+    busy = loop("go")
+    assert (filtered.status, busy.status) == ("content_filter", "insufficient_system_resource")
     assert "content filter" in filtered.stderr
     assert "out of capacity" in busy.stderr
     assert filtered.stdout == busy.stdout == ""
 
 
-def run_one_call(agent, server, tool_call):
+def run_one_call(loop, server, tool_call):
     server.add(reply(tool_calls=[tool_call]), reply("done"))
-    result = agent("go")
-    assert result.returncode == 0
+    result = loop("go")
+    assert result.status == "answered"
     return tool_messages(server.messages(-1))[0]["content"]
 
 
-def test_invalid_json_arguments_are_told_to_the_model(agent, server):
+def test_invalid_json_arguments_are_told_to_the_model(loop, server):
     # Rule 6: every failed dispatch is a tool message, and the loop goes on.
-    content = run_one_call(agent, server, call("read_file", '{"path": "a.txt"'))
+    content = run_one_call(loop, server, call("read_file", '{"path": "a.txt"'))
     assert content.startswith("error: arguments are not valid JSON")
     assert '{"path": "a.txt"' in content
 
 
-def test_arguments_that_are_not_an_object_are_told_to_the_model(agent, server):
-    assert "must be a JSON object, not list" in run_one_call(agent, server, call("read_file", "[1, 2]"))
+def test_arguments_that_are_not_an_object_are_told_to_the_model(loop, server):
+    assert "must be a JSON object, not list" in run_one_call(loop, server, call("read_file", "[1, 2]"))
 
 
-def test_arguments_encoded_twice_are_accepted(agent, server):
-    (agent.workdir).mkdir()
-    (agent.workdir / "a.txt").write_text("twice")
-    assert run_one_call(agent, server, call("read_file", json.dumps('{"path": "a.txt"}'))) == "twice"
+def test_arguments_encoded_twice_are_accepted(loop, server):
+    (loop.workdir / "a.txt").write_text("twice")
+    assert run_one_call(loop, server, call("read_file", json.dumps('{"path": "a.txt"}'))) == "twice"
 
 
-def test_unknown_tool_lists_the_valid_names(agent, server):
-    content = run_one_call(agent, server, call("delete_everything", {}))
+def test_unknown_tool_lists_the_valid_names(loop, server):
+    content = run_one_call(loop, server, call("delete_everything", {}))
     assert content == "error: unknown tool 'delete_everything'; the tools are read_file, write_file, run_shell"
 
 
-def test_missing_and_unexpected_parameters_name_the_expected_ones(agent, server):
-    content = run_one_call(agent, server, call("write_file", {"path": "a", "text": "x"}))
+def test_missing_and_unexpected_parameters_name_the_expected_ones(loop, server):
+    content = run_one_call(loop, server, call("write_file", {"path": "a", "text": "x"}))
     assert content == "error: write_file takes path, content; missing: content; unexpected: text"
 
 
-def test_exception_in_a_tool_is_told_as_type_and_message(agent, server):
-    agent.workdir.mkdir()
-    (agent.workdir / "file").write_text("")
-    content = run_one_call(agent, server, call("write_file", {"path": "file/inside.txt", "content": "x"}))
+def test_exception_in_a_tool_is_told_as_type_and_message(loop, server):
+    (loop.workdir / "file").write_text("")
+    content = run_one_call(loop, server, call("write_file", {"path": "file/inside.txt", "content": "x"}))
     assert content.startswith("error: FileExistsError: ")
 
 
-def test_history_is_append_only_and_tools_never_change(agent, server):
+def test_history_is_append_only_and_tools_never_change(loop, server):
     # Rule 7: each request's messages are an exact prefix of the next one's, byte for byte.
     server.add(
         reply(tool_calls=[call("write_file", {"path": "a", "content": "1"})]),
@@ -201,7 +202,7 @@ def test_history_is_append_only_and_tools_never_change(agent, server):
         reply(tool_calls=[call("read_file", {"path": "missing"})]),
         reply("done"),
     )
-    assert agent("go").returncode == 0
+    assert loop("go").status == "answered"
     bodies = [r["body"] for r in server.requests]
     for before, after in itertools.pairwise(bodies):
         prefix = after["messages"][: len(before["messages"])]
@@ -209,7 +210,7 @@ def test_history_is_append_only_and_tools_never_change(agent, server):
         assert after["tools"] == before["tools"]
 
 
-def test_token_usage_per_step_and_total_with_cached_tokens(agent, server):
+def test_token_usage_per_step_and_total_with_cached_tokens(loop, server):
     # Rule 9: DeepSeek and OpenAI report cached prompt tokens under different names.
     deepseek = {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107, "prompt_cache_hit_tokens": 64}
     openai = {
@@ -219,24 +220,24 @@ def test_token_usage_per_step_and_total_with_cached_tokens(agent, server):
         "prompt_tokens_details": {"cached_tokens": 128},
     }
     server.add(reply(tool_calls=[call("read_file", {"path": "a"})], usage=deepseek), reply("done", usage=openai))
-    result = agent("go")
+    result = loop("go")
     assert "step 1: 100 prompt tokens (64 cached), 7 completion tokens" in result.stderr
     assert "step 2: 200 prompt tokens (128 cached), 3 completion tokens" in result.stderr
-    assert "total: 300 prompt tokens (192 cached), 10 completion tokens" in result.stderr
+    assert servers.total_tokens(result.used) == {"prompt": 300, "cached": 192, "completion": 10}
 
 
-def test_reply_without_usage_still_works(agent, server):
+def test_reply_without_usage_still_works(loop, server):
     body = reply("fine")
     del body["usage"]
     server.add(body)
-    result = agent("go")
-    assert result.returncode == 0
+    result = loop("go")
+    assert result.status == "answered"
     assert "step 1: 0 prompt tokens" in result.stderr
 
 
-def test_max_steps_stops_with_3_after_exactly_that_many_requests(agent, server):
+def test_max_steps_stops_with_3_after_exactly_that_many_requests(loop, server):
     server.add(*[reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")]) for i in range(5)])
-    result = agent("loop forever", "--max-steps", "3")
-    assert result.returncode == 3
+    result = loop("loop forever", max_steps=3)
+    assert result.status == "max_steps"
     assert len(server.requests) == 3
     assert "MAX_STEPS (3)" in result.stderr

@@ -50,6 +50,13 @@ def test_without_a_terminal_or_yes_the_command_is_declined_without_waiting(agent
     assert result.returncode == 0
 
 
+def test_run_called_from_python_without_yes_asks_no_one_and_declines(loop, server):
+    shell_then_answer(server, "touch ran.txt")
+    loop("go")  # pytest's standard input is no terminal
+    assert not (loop.workdir / "ran.txt").exists()
+    assert "could not be asked" in tool_result(server)
+
+
 @posix_only
 def test_a_command_reading_input_gets_end_of_file_not_the_agents_stdin(agent, server):
     shell_then_answer(server, "cat; echo after-cat")
@@ -58,10 +65,10 @@ def test_a_command_reading_input_gets_end_of_file_not_the_agents_stdin(agent, se
 
 
 @posix_only
-def test_huge_output_reaches_the_model_clipped_with_head_and_tail(agent, server):
+def test_huge_output_reaches_the_model_clipped_with_head_and_tail(loop, server):
     program = "import sys; sys.stdout.write('HEAD' + 'x' * 15_000_000 + 'TAIL')"
     shell_then_answer(server, f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}")
-    agent("go", "--yes")
+    loop("go", yes=True)
     content = tool_result(server)
     assert content.startswith("HEAD") and content.endswith("TAIL")
     assert "[... 14990008 characters left out ...]" in content

@@ -1,0 +1,248 @@
+"""What real servers and models send (servers.py), called in this process against the scripted server.
+
+The rule numbers are those of the README section "What real servers need"."""
+
+import json
+import time
+
+import pytest
+from scripted_server import Error, Stream, Trickle, call, reply
+
+DSML = "\uff5cDSML\uff5c"  # DeepSeek's fullwidth bars
+
+
+def tool_messages(messages):
+    return [m for m in messages if m["role"] == "tool"]
+
+
+def one_call_then_done(server, arguments, name="write_file"):
+    server.add(reply(tool_calls=[call(name, arguments, id="c1")]), reply("done"))
+
+
+# Rule 8: arguments as models write them; what goes back is valid JSON.
+
+
+def test_raw_newlines_inside_a_json_string_are_accepted_and_sent_back_valid(loop, server):
+    raw = '{"path": "a.py", "content": "print(1)\nprint(2)\n"}'  # SmolLM2 on llama.cpp writes real newlines
+    one_call_then_done(server, raw)
+    result = loop("go")
+    assert (loop.workdir / "a.py").read_text() == "print(1)\nprint(2)\n"
+    sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(sent) == {"path": "a.py", "content": "print(1)\nprint(2)\n"}  # strict: valid JSON now
+    assert "repaired: raw control characters" in result.stderr
+    assert result.events()[1]["repairs"] == ["raw control characters (a newline or tab) inside a JSON string"]
+
+
+def test_arguments_in_a_markdown_fence_are_accepted(loop, server):
+    one_call_then_done(server, '```json\n{"path": "b.txt", "content": "fenced"}\n```')
+    loop("go")
+    assert (loop.workdir / "b.txt").read_text() == "fenced"
+    assert json.loads(server.messages(1)[2]["tool_calls"][0]["function"]["arguments"])["path"] == "b.txt"
+
+
+def test_valid_arguments_go_back_byte_for_byte(loop, server):
+    raw = '{"path":"c.txt",  "content":"x"}'  # odd spacing, but valid: never re-encoded
+    one_call_then_done(server, raw)
+    loop("go")
+    assert server.messages(1)[2]["tool_calls"][0]["function"]["arguments"] == raw
+
+
+def test_unreadable_arguments_are_quoted_to_the_model_and_sent_back_as_valid_json(loop, server):
+    raw = '{"path": "a.txt", "content": oops}'
+    one_call_then_done(server, raw)
+    result = loop("go")
+    assert result.status == "answered"
+    assert tool_messages(server.messages(1))[0]["content"] == f"error: arguments are not valid JSON: {raw}"
+    sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(sent) == raw  # a JSON string: llama.cpp --jinja answers 500 on invalid JSON in history
+
+
+def test_arguments_nested_too_deep_are_an_error_for_the_model_not_a_crash(loop, server):
+    one_call_then_done(server, "[" * 100_000 + "]" * 100_000)
+    result = loop("go")
+    assert result.status == "answered"
+    assert tool_messages(server.messages(1))[0]["content"].startswith("error: arguments are not valid JSON")
+
+
+# Rule 10: tool calls written as text are recovered.
+
+DSML_REPLY = (
+    "Let me look at the folder.\n\n"
+    f"<{DSML}function_calls>\n"
+    f'<{DSML}invoke name="write_file">\n'
+    f'<{DSML}parameter name="path" string="true">notes.txt</{DSML}parameter>\n'
+    f'<{DSML}parameter name="content" string="true">line one\nline two</{DSML}parameter>\n'
+    f"</{DSML}invoke>\n"
+    f"</{DSML}function_calls>"
+)
+
+
+def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
+    server.add(reply(DSML_REPLY), reply("done"))
+    result = loop("go")
+    assert result.status == "answered" and result.text == "done"
+    assert (loop.workdir / "notes.txt").read_text() == "line one\nline two"
+    assistant = server.messages(1)[2]
+    assert assistant["content"] == "Let me look at the folder."  # the text around the markup is kept
+    [sent] = assistant["tool_calls"]
+    assert sent["id"].startswith("call_") and sent["function"]["name"] == "write_file"
+    assert tool_messages(server.messages(1))[0]["tool_call_id"] == sent["id"]
+    assert "as DSML text (write_file)" in result.stderr
+    assert "DSML" in result.events()[1]["repairs"][0]
+
+
+def test_dsml_with_ascii_bars_and_tool_calls_wrapper_and_two_invokes(loop, server):
+    text = (
+        "<|DSML|tool_calls>"
+        '<|DSML|invoke name="write_file"><|DSML|parameter name="path" string="true">a</|DSML|parameter>'
+        '<|DSML|parameter name="content" string="true">1</|DSML|parameter></|DSML|invoke>'
+        '<|DSML|invoke name="read_file"><|DSML|parameter name="path" string="true">a</|DSML|parameter>'
+        "</|DSML|invoke></|DSML|tool_calls>"
+    )
+    server.add(reply(text), reply("done"))
+    loop("go")
+    assert [m["content"] for m in tool_messages(server.messages(1))] == ["wrote 1 characters to a", "1"]
+
+
+@pytest.mark.parametrize("size", [1, 7], ids=["one-character-chunks", "seven-character-chunks"])
+def test_a_streamed_dsml_reply_split_mid_marker_is_recovered(loop, server, size):
+    server.add(Stream(reply(DSML_REPLY), size=size), Stream(reply("done")))
+    result = loop("go", stream=True)
+    assert result.status == "answered"
+    assert (loop.workdir / "notes.txt").read_text() == "line one\nline two"
+
+
+def test_hermes_tool_call_json_in_content_is_recovered(loop, server):
+    text = '<tool_call>\n{"name": "write_file", "arguments": {"path": "h.txt", "content": "hermes"}}\n</tool_call>'
+    server.add(reply(text), reply("done"))
+    result = loop("go")
+    assert (loop.workdir / "h.txt").read_text() == "hermes"
+    assert server.messages(1)[2]["content"] == ""
+    assert "--jinja" in result.stderr and "--tool-call-parser" in result.stderr
+
+
+def test_qwen3_coder_xml_tool_call_in_content_is_recovered(loop, server):
+    text = (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nq.py\n</parameter>\n"
+        "<parameter=content>\nprint('q')\n</parameter>\n</function>\n</tool_call>"
+    )
+    server.add(reply(text), reply("done"))
+    loop("go")
+    assert (loop.workdir / "q.py").read_text() == "print('q')"
+
+
+def test_a_prose_answer_quoting_a_tool_call_is_an_answer_and_runs_nothing(loop, server):
+    quoted = (
+        "Small models without a tool parser write calls like this:\n\n```\n"
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "x.txt", "content": "no"}}\n</tool_call>\n'
+        "```\n\nThe server should turn that into tool_calls."
+    )
+    server.add(reply(quoted))
+    result = loop("go")
+    assert (result.status, result.text) == ("answered", quoted)
+    assert not (loop.workdir / "x.txt").exists()
+    assert len(server.requests) == 1
+
+
+def test_markup_followed_by_more_prose_is_an_answer(loop, server):
+    text = f"{DSML_REPLY}\n\nThat is how DeepSeek writes a call when it leaks."
+    server.add(reply(text))
+    result = loop("go")
+    assert result.status == "answered"
+    assert not (loop.workdir / "notes.txt").exists()
+
+
+def test_text_calls_to_unknown_tools_or_with_bad_arguments_are_not_run(loop, server):
+    unknown = '<tool_call>{"name": "delete_all", "arguments": {}}</tool_call>'
+    broken = '<tool_call>{"name": "write_file", "arguments": {"path": "y.txt", </tool_call>'
+    server.add(reply(unknown), reply(broken))
+    assert loop("go").text == unknown
+    assert loop("go").text == broken
+    assert not (loop.workdir / "y.txt").exists()
+
+
+# An empty reply is not an answer.
+
+
+def test_an_empty_reply_with_only_reasoning_stops_with_empty_answer(loop, server):
+    server.add(reply("", reasoning_content="I considered the files and then I"))
+    result = loop("go")
+    assert result.status == "empty_answer"
+    assert "ended without an answer" in result.stderr
+    assert "I considered the files and then I" in result.stderr
+    assert result.events()[-1] == {**result.events()[-1], "type": "turn/end", "status": "empty_answer"}
+
+
+def test_an_empty_reply_exits_3_from_the_command_line(agent, server):
+    server.add(reply(None))
+    result = agent("go")
+    assert result.returncode == 3
+    assert result.stdout == ""
+
+
+# A time limit per request.
+
+
+def test_a_body_that_trickles_in_is_given_up_within_the_time_limit(loop, server):
+    server.add(Trickle(reply("slow"), seconds_per_byte=0.2))
+    started = time.monotonic()
+    result = loop("go", timeout=1)
+    elapsed = time.monotonic() - started
+    assert result.status == "api_error"
+    assert "timed out" in result.text and "AGENT_TIMEOUT" in result.text
+    assert elapsed < 10  # a bound, not a speed: without the limit the body takes about a minute
+
+
+def test_a_stream_that_never_ends_is_given_up_within_the_time_limit(loop, server):
+    server.add(Trickle(reply("x"), endless_stream=True))
+    result = loop("go", timeout=1, stream=True)
+    assert result.status == "api_error"
+    assert "timed out" in result.text
+
+
+def test_agent_timeout_is_read_from_the_environment_and_listed_in_help(agent, server):
+    server.add(Trickle(reply("slow"), seconds_per_byte=0.2))
+    from conftest import KEY, clean_env
+
+    result = agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TIMEOUT="1"))
+    assert result.returncode == 1
+    assert "timed out" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TIMEOUT="never")).returncode == 2
+
+
+# Context limits are named.
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "This model's maximum context length is 65536 tokens. However, you requested 70000 tokens.",
+        "the request exceeds the available context size, try increasing it",
+        "This model's maximum context length is 4096 tokens (vLLM)",
+    ],
+)
+def test_a_context_overflow_gets_its_own_hint(loop, server, message):
+    server.add(Error(400, message))
+    result = loop("go")
+    assert result.status == "api_error"
+    assert "longer than the model's context window" in result.text
+    assert "AGENT_MODEL" not in result.text
+
+
+def test_a_prompt_that_shrinks_while_the_conversation_grows_is_warned_about_once(loop, server):
+    def usage(prompt):
+        return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+
+    prompts = [3000, 4090, 4000, 4090, 3900]  # Ollama keeps the last 4,096 tokens: twice fewer than before
+    server.add(
+        *[
+            reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")], usage=usage(p))
+            for i, p in enumerate(prompts)
+        ]
+    )
+    server.add(reply("done", usage=usage(4000)))
+    result = loop("go")
+    assert result.status == "answered"
+    assert result.stderr.count("cutting the start of the prompt") == 1
+    assert "OLLAMA_CONTEXT_LENGTH" in result.stderr

@@ -1,0 +1,119 @@
+"""The transcript: every run written down as it happens, and read back to show, replay or resume it.
+
+A transcript is a JSONL file, one event a line, flushed as it is written, so a crash loses
+nothing before it. The README section "Transcripts" lists the events. The system prompt of the
+first run/start event, followed by the messages of the user/message, assistant/message and
+tool/result events, rebuilds the conversation exactly: --resume continues it, --replay answers
+with its recorded replies, --show prints it.
+"""
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import config
+import servers
+
+# The fields each event needs for --show, --replay and --resume.
+EVENT_FIELDS = {
+    "run/start": ("system_prompt",),
+    "user/message": ("content",),
+    "assistant/message": ("message",),
+    "tool/result": ("call_id", "name", "content"),
+    "turn/end": ("status",),
+}
+
+
+def record(transcript, event: str, **fields) -> None:
+    """Append one event to the transcript (an open file, or None for none) and flush it."""
+    if transcript:
+        line = {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
+        transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
+        transcript.flush()
+
+
+def open_file(path: Path | None, mode: str = "x"):
+    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a")."""
+    if path is None:
+        path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, mode, encoding="utf-8")
+
+
+def start(recorded: list[dict] | None, settings: dict, system_prompt: str, transcript) -> list[dict]:
+    """The messages to start from: a new conversation's, or those of a recorded one to resume."""
+    if recorded is None:
+        record(transcript, "run/start", **settings, system_prompt=system_prompt)
+        return [{"role": "system", "content": system_prompt}]
+    record(transcript, "run/resume", **settings)
+    return rebuild(recorded)
+
+
+def read(path: Path) -> list[dict]:
+    """The events of a transcript file; ValueError names the first line that is not one."""
+    with open(path, encoding="utf-8") as f:
+        events = [(number, json.loads(line)) for number, line in enumerate(f, 1) if line.strip()]
+    for number, event in events:
+        needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
+        if needed is None or any(field not in event for field in needed):
+            raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
+    return [event for _, event in events]
+
+
+def rebuild(events: list[dict]) -> list[dict]:
+    """The messages a transcript records: its system prompt, then every message in order."""
+    messages = []
+    for event in events:
+        if event["type"] == "run/start" and not messages:
+            messages.append({"role": "system", "content": event["system_prompt"]})
+        elif event["type"] == "user/message":
+            messages.append({"role": "user", "content": event["content"]})
+        elif event["type"] == "assistant/message":
+            messages.append(event["message"])
+        elif event["type"] == "tool/result":
+            messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]})
+    return messages
+
+
+class ReplayEnded(Exception):
+    """The run asked for more replies than the transcript recorded."""
+
+
+def replay_client(events: list[dict], path: Path) -> SimpleNamespace:
+    """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
+
+    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run."""
+    replies = [e for e in events if e["type"] == "assistant/message"]
+
+    def create(model: str, **request):
+        if not replies:
+            raise ReplayEnded("the transcript has no more recorded replies")
+        event = replies.pop(0)
+        return servers.completion(event["message"], event.get("finish_reason"), event.get("usage"), model)
+
+    completions = SimpleNamespace(create=create)
+    return SimpleNamespace(chat=SimpleNamespace(completions=completions), base_url=f"replay of {path}")
+
+
+def show(events: list[dict]) -> None:
+    """Print a transcript as a conversation, without running anything."""
+    used = []
+    for event in events:
+        kind = event["type"]
+        if kind == "run/start":
+            print(f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]")
+        elif kind == "user/message":
+            print(f"\nuser: {event['content']}")
+        elif kind == "assistant/message":
+            message = event["message"]
+            if message.get("content"):
+                print(f"\nassistant: {message['content']}")
+            for call in message.get("tool_calls", []):
+                print(f"  → {call['function']['name']}({servers.shorten(call['function']['arguments'], 300)})")
+            used.append(servers.count_tokens(event.get("usage")))
+        elif kind == "tool/result":
+            print(f"  {'←' if event.get('ok') else '✗'} {servers.shorten(event['content'], 300)}")
+        elif kind == "turn/end":
+            print(f"[turn ended: {event['status']}]")
+    print(f"[total: {servers.describe_tokens(servers.total_tokens(used))}]")
