@@ -306,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
 def converse(options, task: str, recorded: list[dict], transcript) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the exit status."""
     if options.replay:
-        client = transcripts.replay_client(recorded, options.replay)
+        client = transcripts.replay_client(recorded, options.replay, transcript)
+        for warning in transcripts.replay_warnings(recorded, task):
+            say(warning)
     else:
         client = servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
     base_url = f"replay of {options.replay}" if options.replay else options.base_url
@@ -328,6 +330,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     status = turn(task, messages, run_options, used) if task else interactive(messages, run_options, used)
     if used:
         say(f"total: {servers.describe_tokens(servers.total_tokens(used))}")
+    if getattr(client, "diverged_at", None):
+        say(f"replay: the recorded replies after step {client.diverged_at} were written for other tool results")
     return status
 
 

@@ -8,6 +8,7 @@ with its recorded replies, --show prints it.
 """
 
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -80,20 +81,66 @@ class ReplayEnded(Exception):
     """The run asked for more replies than the transcript recorded."""
 
 
-def replay_client(events: list[dict], path: Path) -> SimpleNamespace:
+def replay_client(events: list[dict], path: Path, transcript=None) -> SimpleNamespace:
     """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
 
-    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run."""
-    replies = [e for e in events if e["type"] == "assistant/message"]
+    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run.
+    Before each reply it compares the tool results the run produced with those recorded at that point: a
+    recorded reply that follows other results may say what no tool said, so the person is told, on stderr
+    and in the transcript, and the client's diverged_at names the first step that differed."""
+    steps = recorded_steps(events)
+    client = SimpleNamespace(base_url=f"replay of {path}", diverged_at=None)
 
-    def create(model: str, **request):
-        if not replies:
+    def create(model: str, messages: list[dict], **request):
+        step = len([m for m in messages if m["role"] == "assistant"])  # replies given so far in this run
+        if 0 < step <= len(steps):
+            compare(steps[step - 1][1], messages, step, client, transcript)
+        if step >= len(steps):
             raise ReplayEnded("the transcript has no more recorded replies")
-        event = replies.pop(0)
+        event = steps[step][0]
         return servers.completion(event["message"], event.get("finish_reason"), event.get("usage"), model)
 
-    completions = SimpleNamespace(create=create)
-    return SimpleNamespace(chat=SimpleNamespace(completions=completions), base_url=f"replay of {path}")
+    client.chat = SimpleNamespace(completions=SimpleNamespace(create=create))
+    return client
+
+
+def recorded_steps(events: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """Each recorded reply with the tool results recorded after it."""
+    steps = []
+    for event in events:
+        if event["type"] == "assistant/message":
+            steps.append((event, []))
+        elif event["type"] == "tool/result" and steps:
+            steps[-1][1].append(event)
+    return steps
+
+
+def compare(recorded: list[dict], messages: list[dict], step: int, client, transcript) -> None:
+    """Warn about each tool result of this step that differs from the recording."""
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    now = [m["content"] for m in messages[last + 1 :] if m["role"] == "tool"]
+    for event, content in zip(recorded, now, strict=False):
+        if content != event["content"]:
+            client.diverged_at = client.diverged_at or step
+            shown = f"recorded {servers.shorten(event['content'], 80)!r}, now {servers.shorten(content, 80)!r}"
+            print(f"replay: step {step}: {event['name']} gave another result than recorded: {shown}", file=sys.stderr)
+            record(
+                transcript,
+                "replay/diverged",
+                step=step,
+                call_id=event["call_id"],
+                recorded=event["content"],
+                now=content,
+            )
+
+
+def replay_warnings(recorded: list[dict], task: str) -> list[str]:
+    """What to tell the person before a replay: a task other than the recorded one gets the recorded answers."""
+    recorded_task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
+    if task == recorded_task:
+        return []
+    shown = servers.shorten(recorded_task, 100)
+    return [f"replay: the recorded replies answer {shown!r}, not this task; they will not change"]
 
 
 def show(events: list[dict]) -> None:

@@ -6,6 +6,7 @@ A scripted server on 127.0.0.1 answers at once, so all that is left to measure i
   3. context growth: a 10-step run whose commands each print about 15 MB
   4. prefix stability: how often a request's messages begin with the previous request's, byte for byte
   5. time from process start to the first request, agent against baseline
+  6. what needs no model (--help, --show, a usage error, a missing key), against a bare `python -c pass`
 Runs alternate agent, baseline, agent, baseline ... and report medians.
 
 Usage: python bench/loop.py [--quick] [--json PATH]
@@ -64,6 +65,32 @@ def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
         "requests": [r["body"] for r in server.requests],
         "request_bytes": [len(r["raw"]) for r in server.requests],
     }
+
+
+NO_MODEL = {
+    "--help": ["--help"],
+    "--show": ["--show", str(ROOT / "examples" / "lesson-01.jsonl")],
+    "usage error": ["--max-steps", "0", "go"],
+    "missing key": ["go"],
+}
+
+
+def no_model_starts(pairs: int) -> dict:
+    """Extra milliseconds each command that needs no model takes over a bare `python -c pass`: median of pairs."""
+    env = {**os.environ, "AGENT_API_KEY": "", "DEEPSEEK_API_KEY": "", "AGENT_BASE_URL": "https://api.deepseek.com"}
+
+    def wall(command: list[str]) -> float:
+        started = time.monotonic()
+        subprocess.run(command, env=env, cwd=ROOT, capture_output=True, check=False)
+        return (time.monotonic() - started) * 1000
+
+    extra = {}
+    for name, args in NO_MODEL.items():
+        pairs_ms = [wall([sys.executable, str(ROOT / "agent.py"), *args]) - wall([sys.executable, "-c", "pass"])]
+        pairs_ms += [wall([sys.executable, str(ROOT / "agent.py"), *args]) - wall([sys.executable, "-c", "pass"])
+                     for _ in range(pairs - 1)]  # fmt: skip
+        extra[name] = statistics.median(pairs_ms)
+    return extra
 
 
 def prefix_stability(requests: list[dict]) -> tuple[int, int]:
@@ -146,6 +173,7 @@ def main() -> None:
         sys.exit("bench: the baseline's requests differ from the agent's, so the comparison would be unfair")
     start_agents, start_baselines = alternate(0, start_pairs)  # an answer at once: only the start is timed
     flood = measure(agent(flood_steps, "flood"), server, folder)
+    no_model = no_model_starts(start_pairs)
     server.close()
     kept, seen = prefix_stability(agents[0]["requests"])
     figures = {
@@ -162,6 +190,7 @@ def main() -> None:
             "max_rss_mb": flood["max_rss_mb"],
         },
         "prefix_stability": {"kept": kept, "pairs": seen},
+        "no_model_extra_ms": no_model,
     }
     options.json.parent.mkdir(parents=True, exist_ok=True)
     options.json.write_text(json.dumps(figures, indent=2))
@@ -217,6 +246,17 @@ def table(f: dict) -> str:
         ["largest request body in that run", f"{max(flood['request_bytes']):,} bytes", "", "", "", ""],
         ["peak memory in that run", f"{flood['max_rss_mb']:.1f} MB", "", "", "", ""],
         ["requests that extend the previous one byte for byte", f"{kept}/{seen}", "", f"{kept / seen:.0%}", "", "100%"],
+        *[
+            [
+                f"{name}: time over a bare `python -c pass`, {f['start_pairs']} pairs",
+                "",
+                "",
+                f"{ms:+.0f} ms",
+                "",
+                "<= +300 ms",
+            ]
+            for name, ms in f["no_model_extra_ms"].items()
+        ],
     ]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows) + f"\n\nmachine: {f['machine']}"
 

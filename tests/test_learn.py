@@ -230,3 +230,36 @@ def test_a_stream_that_ends_without_finish_reason_is_cut_off(agent, server):
     assert result.returncode == 3
     assert not (agent.workdir / "a").exists()
     assert "stream ended before the reply was complete" in result.stderr
+
+
+def test_a_replay_whose_tool_results_differ_says_so_at_the_step_and_at_the_end(tmp_path):
+    done = run_offline(tmp_path, "--replay", str(LESSON), "--transcript", str(tmp_path / "t.jsonl"))  # declined
+    assert done.returncode == 0
+    assert "replay: step 3: run_shell gave another result than recorded: recorded '391', now 'error: declined" in (
+        done.stderr
+    )
+    assert done.stderr.rstrip().endswith("the recorded replies after step 3 were written for other tool results")
+    [diverged] = [e for e in events_of(tmp_path / "t.jsonl") if e["type"] == "replay/diverged"]
+    assert (diverged["step"], diverged["recorded"]) == (3, "391\n")
+
+
+def test_a_replay_that_matches_says_nothing_about_it(tmp_path):
+    done = run_offline(tmp_path, "--replay", str(LESSON), "--yes")
+    assert "replay:" not in done.stderr
+
+
+def test_a_replay_with_another_task_is_warned_about_at_the_start(tmp_path):
+    done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "delete everything")
+    assert done.stderr.startswith("replay: the recorded replies answer 'Write tool_demo.py")
+
+
+def test_stream_with_replay_prints_the_recorded_answer(tmp_path):
+    done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "--stream")
+    assert done.returncode == 0
+    assert done.stdout.endswith("tool_demo.py prints 391, which is 17 × 23.\n")
+
+
+def test_the_missing_key_message_names_the_keyless_replay(tmp_path):
+    done = run_offline(tmp_path, "go")
+    assert done.returncode == 2
+    assert "python agent.py --replay examples/lesson-01.jsonl" in done.stderr
