@@ -256,7 +256,7 @@ def test_a_replay_with_another_task_is_warned_about_at_the_start(tmp_path):
 def test_stream_with_replay_prints_the_recorded_answer(tmp_path):
     done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "--stream")
     assert done.returncode == 0
-    assert done.stdout.endswith("tool_demo.py prints 391, which is 17 × 23.\n")
+    assert done.stdout.endswith("tool_demo.py prints 391, which is 17 \N{MULTIPLICATION SIGN} 23.\n")
 
 
 def test_the_missing_key_message_names_the_keyless_replay(tmp_path):

@@ -8,13 +8,16 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_ci_runs_the_readme_test_command_word_for_word():
-    command = 'pip install -e ".[test]" && python -m pytest'
+    command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest'
     assert command in README.split("\n## ")[0]  # on the first screen
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
 def test_readme_first_screen_shows_how_to_run_the_agent():
-    assert "pip install -e . && python agent.py" in README.split("\n## ")[0]
+    assert (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python agent.py"
+        in README.split("\n## ")[0]
+    )
 
 
 def test_the_pdb_walkthrough_names_the_real_line_numbers():

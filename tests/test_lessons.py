@@ -1,0 +1,110 @@
+"""Every lesson in examples/ replays with no key, and shows what the README's table of lessons says it shows."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import AGENT, ROOT, clean_env, events_of, posix_only
+
+LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def replay(tmp_path, lesson, terminal: str | None = None):
+    """Replay a lesson with --yes, or on a pseudo-terminal where a person types terminal."""
+    transcript = tmp_path / "t.jsonl"
+    command = [sys.executable, str(AGENT), "--replay", str(lesson), "--workdir", str(tmp_path / "work")]
+    command += ["--transcript", str(transcript)] + ([] if terminal else ["--yes"])
+    stdin = subprocess.DEVNULL
+    if terminal:
+        import pty
+
+        held, stdin = pty.openpty()
+        os.write(held, terminal.encode())
+    done = subprocess.run(
+        command, cwd=tmp_path, env=clean_env(), stdin=stdin, capture_output=True, text=True, timeout=120
+    )
+    if terminal:
+        os.close(stdin)
+        os.close(held)
+    assert "Traceback" not in done.stderr
+    assert "replay:" not in done.stderr, done.stderr  # every tool gave the recorded result
+    return done, events_of(transcript)
+
+
+def results(events):
+    return [(e["name"], e["content"], e["ok"]) for e in events if e["type"] == "tool/result"]
+
+
+def test_every_lesson_is_in_both_tables_and_says_what_it_teaches():
+    assert len(LESSONS) >= 6
+    for lesson in LESSONS:
+        number = lesson.stem.split("-")[1]
+        first = json.loads(lesson.read_text(encoding="utf-8").splitlines()[0])
+        assert f"Lesson {int(number)}:" in first["note"] and "by hand" in first["note"]
+        rows = re.findall(rf"^\| {number} \|.*`python agent.py --replay examples/{lesson.name}`", README, re.M)
+        assert len(rows) == 2, f"{lesson.name} needs a row in the English and the Chinese table"
+
+
+def test_lesson_01_the_basic_loop(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-01.jsonl")
+    assert done.returncode == 0 and "391" in done.stdout
+    assert [name for name, _, _ in results(events)] == ["write_file", "read_file", "run_shell"]
+
+
+def test_lesson_02_a_tool_error_is_a_result_and_the_model_corrects(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-02.jsonl")
+    assert done.returncode == 0
+    assert results(events)[0][1:] == (
+        "error: write_file takes path, content; missing: content; unexpected: text",
+        False,
+    )
+    assert (tmp_path / "work" / "greeting.txt").read_text() == "hello\n"
+
+
+@posix_only
+def test_lesson_03_a_declined_command_and_its_reason_reach_the_model(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-03.jsonl", "n no installs, plain Python is enough\ny\n")
+    assert done.returncode == 0 and "604800" in done.stdout
+    assert results(events) == [
+        ("run_shell", "error: declined by the user: no installs, plain Python is enough", False),
+        ("run_shell", "604800\n", True),
+    ]
+
+
+def test_lesson_04_two_calls_in_one_reply_are_answered_in_order(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-04.jsonl")
+    first = next(e for e in events if e["type"] == "assistant/message")
+    ids = [c["id"] for c in first["message"]["tool_calls"]]
+    assert [e["call_id"] for e in events if e["type"] == "tool/result"] == ids and len(ids) == 2
+    assert done.returncode == 0
+
+
+def test_lesson_05_reasoning_content_is_kept_in_every_message_sent_back(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-05.jsonl")
+    sent = [e["message"] for e in events if e["type"] == "assistant/message"]
+    assert done.returncode == 0 and all(m["reasoning_content"] for m in sent)
+
+
+def test_lesson_06_a_cut_off_reply_runs_nothing_and_exits_3(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-06.jsonl")
+    assert done.returncode == 3
+    assert results(events)[0][1].startswith("not run: the reply was cut off")
+    assert not (tmp_path / "work" / "story.txt").exists()
+
+
+def test_lesson_07_a_tool_call_written_as_text_is_recovered(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-07.jsonl")
+    assert done.returncode == 0 and "remember the milk" in done.stdout
+    first = next(e for e in events if e["type"] == "assistant/message")
+    assert first["message"]["content"] == "I'll write the file." and first["message"]["tool_calls"]
+    assert "DSML" in first["repairs"][0]
+    assert (tmp_path / "work" / "note.txt").read_text() == "remember the milk\n"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_every_lesson_has_its_own_test(lesson):
+    assert f"def test_lesson_{lesson.stem.split('-')[1]}_" in (ROOT / "tests" / "test_lessons.py").read_text()
