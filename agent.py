@@ -17,6 +17,7 @@ Try the loop from a Python prompt in this folder:
 """
 
 import json
+import signal
 import sys
 import time
 import uuid
@@ -25,6 +26,7 @@ from typing import NamedTuple
 
 import config
 import servers
+import tools
 import transcript as transcripts
 from servers import shorten
 from tools import TOOL_MAP, TOOLS, ToolError, clip, consent, is_command, parameters
@@ -299,8 +301,26 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         say(f"agent: {e.strerror}: {e.filename}")
         return 2
+    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # a closed terminal, kill, systemd
+        if number:
+            signal.signal(number, stop_on_signal)
     with transcript:
-        return converse(options, task, recorded, transcript)
+        try:
+            return converse(options, task, recorded, transcript)
+        finally:
+            tools.end_all()  # a command's background processes end with the agent
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C is: the exit status is 128 + the signal's number."""
+
+    def __init__(self, number: int):
+        super().__init__(number)
+        self.status = 128 + number
+
+
+def stop_on_signal(number: int, frame) -> None:
+    raise Stopped(number)
 
 
 def converse(options, task: str, recorded: list[dict], transcript) -> int:
@@ -346,11 +366,11 @@ def turn(task: str, messages: list[dict], run_options: dict, used: list[dict]) -
     except transcripts.ReplayEnded as e:
         answer_pending(messages, f"not run: {e}", transcript)
         outcome = end(transcript, "replay_ended", f"{e}; this run needs more steps than were recorded", [])
-    except KeyboardInterrupt:  # tools.run_shell has already killed a running command
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP; tools.run_shell has already ended a running command
         answer_pending(messages, "interrupted by the user", transcript)
         say("\nagent: interrupted")
         record(transcript, "turn/end", status="interrupted")
-        return 130
+        return getattr(e, "status", 130)
     used += outcome.used
     if outcome.status == "answered" and not run_options["stream"]:  # a streamed answer was printed as it came
         print(outcome.text, flush=True)
@@ -363,14 +383,17 @@ def interactive(messages: list[dict], run_options: dict, used: list[dict]) -> in
         print("> ", end="", file=sys.stderr, flush=True)
         try:
             line = sys.stdin.readline()
-        except KeyboardInterrupt:
+        except Stopped as e:
+            return e.status
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: a new prompt
             say("")
             continue
         task = line.strip()
         if not line or task == "exit":
             return 0
-        if task:
-            turn(task, messages, run_options, used)
+        status = turn(task, messages, run_options, used) if task else 0
+        if status in (129, 143):  # SIGHUP or SIGTERM during the task: the session is over
+            return status
 
 
 def read_task(options, recorded: list[dict]) -> str:

@@ -1,16 +1,21 @@
 """The three tools: what the model is shown (TOOLS) and what Python runs (TOOL_MAP).
 
-Every path is taken relative to the workspace and must stay inside it. A tool
-that cannot do what was asked raises ToolError; its message goes to the model.
+Every path is taken relative to the workspace and must stay inside it. A tool that
+cannot do what was asked raises ToolError; its message goes to the model. What the
+model asks for is not trusted (a file it read may have told it what to do): the
+README section "Safety" says what these limits protect, and what they do not.
 """
 
+import codecs
 import contextlib
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -21,6 +26,8 @@ SHELL_TIMEOUT = config.SHELL_TIMEOUT
 KILL_GRACE = 5  # seconds to collect the output of a killed command
 MAX_OUTPUT = config.MAX_OUTPUT
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
+# Shown to a terminal as escapes, never interpreted: C0 and C1 controls but newline and tab, and bidi overrides.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class ToolError(Exception):
@@ -28,18 +35,25 @@ class ToolError(Exception):
 
 
 def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
-    """Return the text of a UTF-8 file in the workspace."""
+    """Return the text of a UTF-8 file in the workspace (the head and tail of a long one)."""
     target = resolve(path, workdir)
     if target.is_dir():
         names = sorted(p.name + "/" * p.is_dir() for p in target.iterdir())
         raise ToolError(f"{path} is a folder, not a file; it holds: {', '.join(names[:50]) or 'nothing'}")
     if not target.exists():
         raise ToolError(f"{path} does not exist")
-    data = target.read_bytes()
+    # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; it is refused below.
+    with os.fdopen(open_inside(workdir, target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+        size = os.fstat(f.fileno())
+        if not stat.S_ISREG(size.st_mode):
+            raise ToolError(f"{path} is not a regular file (a FIFO, socket or device); it was not read")
+        data = f.read(4 * MAX_OUTPUT + 1)  # never more than clip() could return, in UTF-8's widest case
+        left_out = size.st_size - len(data)
     if b"\0" not in data:
         with contextlib.suppress(UnicodeDecodeError):
-            return data.decode("utf-8")
-    raise ToolError(f"{path} is a binary file ({len(data)} bytes), not UTF-8 text")
+            text = data.decode("utf-8", errors="strict" if left_out <= 0 else "ignore")
+            return text if left_out <= 0 else f"{text}\n[... the file goes on for {left_out} more bytes ...]"
+    raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
 
 
 def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
@@ -49,57 +63,102 @@ def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
     if not isinstance(content, str):
         raise ToolError(f"content must be a string, not {type(content).__name__}")
     target = resolve(path, workdir)
+    if is_configuration(target.relative_to(Path(workdir).resolve())):
+        raise ToolError(
+            f"{path} is configuration ({'a .env file' if '.env' in target.name else 'inside a .git folder'}): "
+            "not written, since it could send the key elsewhere or run commands later. Ask the user to edit it."
+        )
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = open_folder(workdir, target.parent)
     # A temporary file beside the target, then one rename: a reader never sees half a file.
-    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    temporary, fd = at(folder, f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    final, _ = at(folder, target.name)
     try:
-        with open(temporary, "x", encoding="utf-8", newline="") as f:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        with open(os.open(temporary, flags, 0o666, dir_fd=fd), "w", encoding="utf-8", newline="") as f:
             f.write(content)
-        if target.exists():
-            os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))
-        os.replace(temporary, target)
+        with contextlib.suppress(FileNotFoundError):  # a new file keeps the default permissions
+            os.chmod(temporary, stat.S_IMODE(os.stat(final, dir_fd=fd, follow_symlinks=False).st_mode), dir_fd=fd)
+        os.replace(temporary, final, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=fd)
+        if fd is not None:
+            os.close(fd)
     return f"wrote {len(content)} characters to {path}"
+
+
+def is_configuration(relative: Path) -> bool:
+    """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and git's
+    configuration. A model that could write them could send the key to its own server on the next run
+    (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config)."""
+    return ".git" in relative.parts or relative.name == ".env" or relative.name.startswith(".env.")
 
 
 def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_TIMEOUT) -> str:
     """Run a shell command in the workspace; return its output and exit status.
 
-    It runs without asking: the agent asks the person first (consent() below)."""
+    It runs without asking: the agent asks the person first (consent() below). The output is read as it
+    comes and only its head and tail are kept, so a command that prints without end cannot fill memory."""
     if not is_command(command):
         raise ToolError("command must be one non-empty string, the command line as typed in a shell")
-    process = subprocess.Popen(
-        command,
-        shell=True,
-        cwd=workdir,
-        env=shell_env(),
-        stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        **NEW_PROCESS_GROUP,
-    )
+    adopt_orphans()
+    before, process, output = children(os.getpid()), None, Capture(MAX_OUTPUT)
     try:
-        output, _ = process.communicate(timeout=timeout)
+        process = subprocess.Popen(
+            command,
+            shell=True,
+            cwd=workdir,
+            env=shell_env(),
+            stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            **NEW_PROCESS_GROUP,
+        )
+        reader = threading.Thread(target=output.read_all, args=(process.stdout,), daemon=True)
+        reader.start()
+        process.wait(timeout)
     except subprocess.TimeoutExpired:
-        kill_tree(process)
-        try:
-            output, _ = process.communicate(timeout=KILL_GRACE)
-        except subprocess.TimeoutExpired as e:  # a process that left the group (setsid) holds the output open
-            output = e.output or b""
+        end_command(process, before)
+        reader.join(KILL_GRACE)
         raise ToolError(
-            f"timed out after {timeout:g} seconds and was killed; output so far:\n{decode(output)}"
+            f"timed out after {timeout:g} seconds and was killed; output so far:\n{output.text()}"
         ) from None
-    except BaseException:  # Ctrl-C: the command must not outlive the agent
-        kill_tree(process)
-        process.wait()
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the command must not outlive the agent
+        if process:
+            end_command(process, before)
         raise
-    text = decode(output)
+    reader.join(KILL_GRACE)  # a process it started in the background may hold the output open
+    text = output.text()
     if process.returncode:
         text += f"\n[exit status {process.returncode}]"
     return text or "(no output)"
+
+
+class Capture:
+    """A command's output as it comes: its first and last characters, and how many there were in all."""
+
+    def __init__(self, limit: int):
+        self.limit, self.head, self.tail, self.count = limit, "", "", 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # output may be in any encoding
+
+    def read_all(self, pipe) -> None:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            self.add(self.decoder.decode(chunk))
+        self.add(self.decoder.decode(b"", final=True))
+
+    def add(self, text: str) -> None:
+        self.count += len(text)
+        if len(self.head) < self.limit:
+            self.head += text[: self.limit - len(self.head)]
+        self.tail = (self.tail + text)[-self.limit :]
+
+    def text(self) -> str:
+        """All of it, or its head and tail as clip() keeps them."""
+        if self.count <= self.limit:
+            return self.head
+        return joined(self.head[: self.limit // 2], self.count - 2 * (self.limit // 2), self.tail[-(self.limit // 2) :])
 
 
 def is_command(command) -> bool:
@@ -108,11 +167,17 @@ def is_command(command) -> bool:
 
 
 def consent(command: str) -> str | None:
-    """Ask the person before a command runs. None means yes; otherwise why not, for the model."""
+    """Ask the person before a command runs. None means yes; otherwise why not, for the model.
+
+    The whole command is shown, every line, with control characters as escapes: a \\r or an escape
+    sequence in it could otherwise draw a harmless line over the one that runs."""
     if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
         print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
         return "declined: the user could not be asked (no terminal) and did not start the agent with --yes"
-    sys.stderr.write(f"\n    {command}\n\nRun this command? [y/N] ")
+    lines = command.split("\n")
+    shown = "\n".join(f"    {visible(line)}" for line in lines)
+    count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
+    sys.stderr.write(f"\n{shown}\n\n{count}Run this command? [y/N] ")
     sys.stderr.flush()
     answer = sys.stdin.readline().strip()
     if answer.lower() in ("y", "yes"):
@@ -122,9 +187,15 @@ def consent(command: str) -> str | None:
     return f"declined by the user: {reason}" if reason else "declined by the user"
 
 
+def visible(text: str) -> str:
+    """text with control characters and bidi overrides written as escapes (\\x1b, \\r, \\u202e), so that a
+    terminal shows them instead of obeying them. Newlines and tabs stay."""
+    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def resolve(path: str, workdir: Path) -> Path:
     """The real path inside the workspace that path names; symlinks are followed first."""
-    if not isinstance(path, str) or not path.strip():
+    if not isinstance(path, str) or not path.strip() or "\0" in path:
         raise ToolError("path must be a non-empty string")
     root = Path(workdir).resolve()
     target = (root / path).resolve()
@@ -133,15 +204,119 @@ def resolve(path: str, workdir: Path) -> Path:
     return target
 
 
+# --- Files: opened so that a symlink swapped in after resolve() cannot lead out -------------------
+# resolve() follows every symlink, so the path it returns has none. Opening it one folder at a time with
+# O_NOFOLLOW, each relative to the folder before (dir_fd), fails if a symlink has been swapped in since.
+# Windows has no dir_fd: there the path is used whole, and the check and the use can race.
+
+DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd
+
+
+def open_folder(workdir: Path, folder: Path) -> int | Path:
+    """The folder, inside the workspace, opened without following symlinks and made if missing."""
+    root = Path(workdir).resolve()
+    if not DIR_FD:
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in folder.relative_to(root).parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError as e:
+        os.close(fd)
+        raise ToolError(f"{folder} changed while it was being opened ({e.strerror}); nothing was written") from None
+    return fd
+
+
+def open_inside(workdir: Path, target: Path, flags: int) -> int:
+    """os.open a file that resolve() found inside the workspace, refusing a symlink swapped in since."""
+    folder = open_folder(workdir, target.parent)
+    name, fd = at(folder, target.name)
+    try:
+        return os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+    except OSError as e:
+        raise ToolError(f"{target.name} could not be opened ({e.strerror})") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def at(folder: int | Path, name: str) -> tuple[str, int | None]:
+    """(path, dir_fd) for an os function: name inside an open folder, or the whole path where there is no dir_fd."""
+    return (name, folder) if isinstance(folder, int) else (str(Path(folder) / name), None)
+
+
+# --- Processes: no command outlives its limits -----------------------------------------------------
+
+
 def shell_env() -> dict[str, str]:
-    """The environment minus the API key, so that `env` cannot show it to the model."""
+    """The environment minus the API key: no variable named for a key, and none whose value holds it."""
     key = config.API_KEY
-    return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and v == key)}
+    return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
 
 
-def decode(output: bytes) -> str:
-    """Command output as text, whatever its encoding."""
-    return output.decode("utf-8", errors="replace")
+def adopt_orphans() -> None:
+    """On Linux, make the agent the parent of every orphan its commands leave (a child subreaper), so that
+    one started with setsid or nohup, or by a shell that has exited, can still be found and ended."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is pid (Linux's /proc; elsewhere none are known)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found |= {int(child) for child in task.read_text().split()}
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """pid's children, their children, and so on."""
+    found, todo = set(), [pid]
+    while todo:
+        for child in children(todo.pop()) - found:
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def end_command(process: subprocess.Popen, before: set[int]) -> None:
+    """End the command, every process it started, also those that left its process group (setsid), and
+    every orphan it left to the agent since it started (those in before were there already)."""
+    for _ in range(10):  # each round ends what the round before could not see; a fork bomb stops here
+        alive = descendants(process.pid) | {p for p in children(os.getpid()) - before if p != process.pid}
+        kill_tree(process)
+        for pid in alive:
+            kill(pid)
+        if not alive:
+            break
+    process.wait()
+
+
+def end_all() -> None:
+    """At exit: end every process a command started that is still running (on Linux, where they are known)."""
+    for _ in range(10):
+        alive = descendants(os.getpid())
+        for pid in alive:
+            kill(pid)
+        if not alive:
+            return
+
+
+def kill(pid: int) -> None:
+    """SIGKILL one process and its process group, if it still exists; then reap it if it was the agent's."""
+    for end in (os.kill, getattr(os, "killpg", None)):
+        with contextlib.suppress(OSError, TypeError):
+            end(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+    with contextlib.suppress(OSError, AttributeError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 if os.name == "nt":
@@ -156,16 +331,26 @@ else:
 
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started: its whole process group."""
-        with contextlib.suppress(ProcessLookupError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
 
 
+# --- What the model gets back ----------------------------------------------------------------------
+
+
 def clip(text: str, limit: int = MAX_OUTPUT) -> str:
-    """Keep at most limit characters: the head and the tail, and say what was left out."""
-    if len(text) <= limit:
+    """What the model gets of a tool result: the key blanked out, then at most limit characters, the head
+    and the tail, with a line that says how much was left out. A result that run_shell() has clipped as it
+    read (the same head and tail) fits in the room left for that line and its exit status."""
+    if config.API_KEY:
+        text = text.replace(config.API_KEY, "***")
+    if len(text) <= limit + 100:
         return text
-    head, tail = text[: limit // 2], text[-(limit // 2) :]
-    return f"{head}\n[... {len(text) - len(head) - len(tail)} characters left out ...]\n{tail}"
+    return joined(text[: limit // 2], len(text) - 2 * (limit // 2), text[-(limit // 2) :])
+
+
+def joined(head: str, left_out: int, tail: str) -> str:
+    return f"{head}\n[... {left_out} characters left out ...]\n{tail}"
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:

@@ -34,6 +34,7 @@ def events_of(path: Path) -> list[dict]:
 
 
 posix_only = pytest.mark.skipif(os.name == "nt", reason="needs POSIX: a shell, a pty, signals or a FIFO")
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux: a child subreaper, /proc")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import stat
 import sys
 
 import pytest
-from conftest import open_fifo, posix_only, read_fifo
+from conftest import linux_only, open_fifo, posix_only, read_fifo
 
 import tools
 from tools import ToolError, read_file, run_shell, write_file
@@ -106,18 +106,18 @@ def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(works
     assert read_fifo(fd, until_eof=True) == b"started\n"  # end-of-file: the background sleep is gone too
 
 
-@posix_only
-def test_a_process_that_leaves_the_group_cannot_hang_the_agent(workspace, monkeypatch):
+@linux_only
+@pytest.mark.parametrize("escape", ["setsid", "double-fork"])
+def test_a_process_that_leaves_the_group_is_ended_at_the_timeout_too(workspace, escape):
     # It starts its own session, so killing the group misses it, and it keeps the output pipe open.
-    monkeypatch.setattr(tools, "KILL_GRACE", 1)
     fd = open_fifo(workspace / "escaped")
-    program = "import os, time; os.setsid(); open('escaped', 'w').write(str(os.getpid())); time.sleep(600)"
+    program = "import os, time; os.setsid(); f = open('escaped', 'w'); f.write('started'); f.flush(); time.sleep(600)"
+    start = f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
+    command = f"echo before; {start} & sleep 600" if escape == "setsid" else f"echo before; ({start} &); sleep 600"
     with pytest.raises(ToolError, match="timed out") as caught:
-        run_shell(
-            f"echo before; {shlex.quote(sys.executable)} -c {shlex.quote(program)} &", workdir=workspace, timeout=1
-        )
-    os.kill(int(read_fifo(fd, until_eof=False)), signal.SIGKILL)
+        run_shell(command, workdir=workspace, timeout=2)
     assert "before" in str(caught.value)
+    assert read_fifo(fd, until_eof=True) == b"started"  # end-of-file: nothing holds the FIFO any more
 
 
 @posix_only
