@@ -29,13 +29,14 @@ import servers
 import tools
 import transcript as transcripts
 from servers import shorten
-from tools import TOOL_MAP, TOOLS, ToolError, clip, consent, is_command, parameters
+from tools import TOOL_MAP, TOOLS, ToolError, clip, consent, parameters, visible
 from transcript import record
 
 # Settings: defaults that a flag or the environment replaces (config.py reads them once, at start).
 MODEL = config.MODEL  # --model, AGENT_MODEL
 BASE_URL = config.BASE_URL  # --base-url, AGENT_BASE_URL
 MAX_STEPS = config.MAX_STEPS  # --max-steps: model requests per task
+MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
 WORKDIR = config.WORKDIR  # --workdir: the folder the tools work in
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
 SYSTEM_PROMPT = (
@@ -111,13 +112,15 @@ def run(
                 return end(transcript, "empty_answer", no_answer(assistant), used)
             record(transcript, "turn/end", status="answered")
             return Outcome("answered", assistant["content"], used)
-        for call in assistant["tool_calls"]:
+        for call in assistant["tool_calls"][:MAX_CALLS]:
             name = call["function"]["name"]
             say(f"  → {name}({shorten(call['function']['arguments'], 120)})")
             result, ok = call_tool(name, call["function"]["arguments"], workdir, yes)
             say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             record(transcript, "tool/result", call_id=call["id"], name=name, content=result, ok=ok)
+        # One reply can hold thousands of calls: those past MAX_CALLS are answered without running.
+        answer_pending(messages, f"not run: more than {MAX_CALLS} calls in one reply; send the rest again", transcript)
     return end(transcript, "max_steps", f"reached MAX_STEPS ({max_steps}) without an answer; raise --max-steps", used)
 
 
@@ -185,32 +188,36 @@ def tool_call(call, used: set[str], repairs: list[str]) -> dict:
 
 def call_tool(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, bool]:
     """Run one tool call. Return (result, ok); every failure is a result the model can read."""
+    try:
+        args = check_call(name, arguments)
+        if name == "run_shell" and not yes:
+            consent(args["command"])  # the person says yes or no at the terminal; no raises ToolError
+        result, ok = TOOL_MAP[name](**args, workdir=workdir), True
+    except ToolError as e:
+        result, ok = f"error: {e}", False
+    except Exception as e:  # noqa: BLE001 -- a bug or an OS error in a tool is news for the model, not a crash
+        result, ok = f"error: {type(e).__name__}: {e}", False
+    return clip(result), ok  # the key blanked out (a file or a command may show it), at most MAX_OUTPUT long
+
+
+def check_call(name: str, arguments: str) -> dict:
+    """The call's arguments, checked against what TOOLS shows the model; ToolError says what is wrong."""
     if name not in TOOL_MAP:
-        return f"error: unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}", False
+        raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}")
     args = json.loads(arguments)  # valid JSON: tool_call() made it so
     if isinstance(args, str):  # what the model sent was not JSON; tool_call() kept it as a string
-        return f"error: arguments are not valid JSON: {shorten(args, 200)}", False
+        raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")
     if not isinstance(args, dict):
-        return f"error: arguments must be a JSON object, not {type(args).__name__}", False
+        raise ToolError(f"arguments must be a JSON object, not {type(args).__name__}")
     expected = parameters(name)
     missing = [p for p in expected if p not in args]
     unexpected = [p for p in args if p not in expected]
     if missing or unexpected:
-        return (
-            f"error: {name} takes {', '.join(expected)}; "
+        raise ToolError(
+            f"{name} takes {', '.join(expected)}; "
             f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
-        ), False
-    if name == "run_shell" and not yes and is_command(args["command"]):
-        refusal = consent(args["command"])  # the person says yes or no, at the terminal
-        if refusal:
-            return f"error: {refusal}", False
-    try:
-        result = TOOL_MAP[name](**args, workdir=workdir)
-    except ToolError as e:
-        return clip(f"error: {e}"), False
-    except Exception as e:  # noqa: BLE001 -- a bug or an OS error in a tool is news for the model, not a crash
-        return f"error: {type(e).__name__}: {e}", False
-    return clip(result), True
+        )
+    return args
 
 
 def answer_pending(messages: list[dict], reason: str, transcript) -> None:
@@ -240,8 +247,9 @@ def no_answer(assistant: dict) -> str:
 
 
 def say(text: str) -> None:
-    """Progress for the person: stderr, so stdout holds only the answer."""
-    print(text, file=sys.stderr, flush=True)
+    """Progress for the person: stderr, so stdout holds only the answer. What the model or a tool wrote
+    is in it, so control characters are shown as escapes: an escape sequence could redraw the screen."""
+    print(visible(text), file=sys.stderr, flush=True)
 
 
 def report_step(step: int, assistant: dict, repairs: list[str], used: list[dict], latency_ms: int) -> None:
@@ -334,7 +342,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     base_url = f"replay of {options.replay}" if options.replay else options.base_url
     settings = {"model": options.model, "base_url": base_url, "workspace": str(options.workdir.resolve())}
     messages = transcripts.start(recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript)
-    answer_pending(messages, "not run: the earlier run ended before this call was answered", transcript)
+    answer_pending(messages, "unknown: the earlier run ended before this call was answered; it may or may not have "
+                   "run, so check before repeating it", transcript)  # fmt: skip
     say(f"{options.model} at {base_url}, working in {options.workdir}; transcript: {transcript.name}")
     run_options = {
         "client": client,
@@ -373,7 +382,7 @@ def turn(task: str, messages: list[dict], run_options: dict, used: list[dict]) -
         return getattr(e, "status", 130)
     used += outcome.used
     if outcome.status == "answered" and not run_options["stream"]:  # a streamed answer was printed as it came
-        print(outcome.text, flush=True)
+        print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)  # piped: as written
     return EXIT_STATUS.get(outcome.status, 3)
 
 

@@ -166,14 +166,16 @@ def is_command(command) -> bool:
     return isinstance(command, str) and bool(command.strip())
 
 
-def consent(command: str) -> str | None:
-    """Ask the person before a command runs. None means yes; otherwise why not, for the model.
+def consent(command: str) -> None:
+    """Ask the person before a command runs. Yes returns; anything else raises ToolError saying why not.
 
     The whole command is shown, every line, with control characters as escapes: a \\r or an escape
     sequence in it could otherwise draw a harmless line over the one that runs."""
+    if not is_command(command):
+        return  # run_shell refuses it without running anything
     if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
         print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
-        return "declined: the user could not be asked (no terminal) and did not start the agent with --yes"
+        raise ToolError("declined: the user could not be asked (no terminal) and did not start the agent with --yes")
     lines = command.split("\n")
     shown = "\n".join(f"    {visible(line)}" for line in lines)
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
@@ -181,10 +183,10 @@ def consent(command: str) -> str | None:
     sys.stderr.flush()
     answer = sys.stdin.readline().strip()
     if answer.lower() in ("y", "yes"):
-        return None
+        return
     first, _, rest = answer.partition(" ")
     reason = rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else answer  # "n use ls -la instead"
-    return f"declined by the user: {reason}" if reason else "declined by the user"
+    raise ToolError(f"declined by the user: {reason}" if reason else "declined by the user")
 
 
 def visible(text: str) -> str:

@@ -144,7 +144,8 @@ def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):
     assert sent[3] == {
         "role": "tool",
         "tool_call_id": "call_01",
-        "content": "not run: the earlier run ended before this call was answered",
+        "content": "unknown: the earlier run ended before this call was answered; it may or may not have run, "
+        "so check before repeating it",
     }
 
 

@@ -2,7 +2,6 @@
 
 import os
 import shlex
-import signal
 import stat
 import sys
 
