@@ -140,7 +140,7 @@ def request(client, model: str, messages: list[dict], stream: bool, trace: bool)
         resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, **options)
         if stream:
             resp = servers.collect_stream(resp, model)
-    except (openai.APIError, json.JSONDecodeError) as e:  # the SDK lets a body that is not JSON through
+    except (openai.APIError, json.JSONDecodeError, RecursionError) as e:  # the SDK lets a bad body through
         raise RequestFailed(servers.explain(e, str(client.base_url), model, config.API_KEY)) from None
     if not getattr(resp, "choices", None):
         detail = servers.blank(shorten(str(resp), 300), config.API_KEY)
@@ -152,7 +152,7 @@ def request(client, model: str, messages: list[dict], stream: bool, trace: bool)
 
 def assistant_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     """The reply as an explicit dict that every server accepts back, and what had to be repaired in it."""
-    content = msg.content if isinstance(msg.content, str) else ""
+    content = servers.clean_text(msg.content)
     calls, repairs = msg.tool_calls or [], []
     if not calls and content:  # a tool call written as text, when the server did not parse it
         calls, content, repairs = servers.recover_tool_calls(content, TOOL_MAP)
@@ -161,7 +161,7 @@ def assistant_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     extra = msg.model_extra or {}
     if "reasoning_content" in extra:
         # DeepSeek's thinking mode answers 400 on later requests if this is not sent back.
-        message["reasoning_content"] = extra["reasoning_content"] or ""
+        message["reasoning_content"] = servers.clean_text(extra["reasoning_content"])
     if calls:
         used = {c["id"] for m in messages for c in m.get("tool_calls", [])}
         message["tool_calls"] = [tool_call(c, used, repairs) for c in calls]
@@ -177,12 +177,13 @@ def tool_call(call, used: set[str], repairs: list[str]) -> dict:
     function = getattr(call, "function", None)  # None for a non-function ("custom") tool call
     name = getattr(function, "name", None)
     arguments, repair = servers.clean_arguments(getattr(function, "arguments", None))
+    name = servers.clean_text(name).strip()
     if repair:
         repairs.append(repair)
     return {
         "id": call_id,
         "type": "function",
-        "function": {"name": name.strip() if isinstance(name, str) else "", "arguments": arguments},
+        "function": {"name": name, "arguments": arguments},
     }
 
 

@@ -13,10 +13,13 @@ import ipaddress
 import itertools
 import json
 import re
+import sys
 import time
 import uuid
 from types import SimpleNamespace
 from urllib.parse import urlsplit
+
+from tools import visible
 
 try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
     from httpx2 import SyncByteStream
@@ -84,8 +87,9 @@ def is_loopback(url: str) -> bool:
 
 def collect_stream(stream, model: str):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion."""
+    show = visible if sys.stdout.isatty() else str  # on a terminal, escape sequences are shown, not obeyed
     if hasattr(stream, "choices"):  # a replay answers whole, streamed or not: print it as a stream would
-        print(stream.choices[0].message.content or "", flush=True)
+        print(show(stream.choices[0].message.content or ""), flush=True)
         return stream
     message = {"role": "assistant", "content": "", "tool_calls": []}
     at_index, finish_reason, usage = {}, "incomplete_stream", None  # a stream that never says why it ended was cut
@@ -96,7 +100,7 @@ def collect_stream(stream, model: str):
         delta = chunk.choices[0].delta
         if delta.content:
             message["content"] += delta.content
-            print(delta.content, end="", flush=True)
+            print(show(delta.content), end="", flush=True)
         if "reasoning_content" in (delta.model_extra or {}):  # DeepSeek needs it back; see assistant_message()
             message["reasoning_content"] = message.get("reasoning_content", "") + (delta.reasoning_content or "")
         for piece in delta.tool_calls or []:
@@ -135,6 +139,14 @@ def completion(message: dict, finish_reason: str | None, usage, model: str):
 FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)  # ```json ... ``` around the whole
 
 
+def clean_text(value) -> str:
+    """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split across two
+    stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8."""
+    if not isinstance(value, str):
+        return ""
+    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 def clean_arguments(raw) -> tuple[str, str | None]:
     """A tool call's arguments as valid JSON text to send back, and what was repaired (None if nothing).
 
@@ -143,8 +155,12 @@ def clean_arguments(raw) -> tuple[str, str | None]:
     kept as a JSON string, for llama.cpp's --jinja server parses earlier calls' arguments and answers 500
     on invalid JSON; call_tool() then tells the model what it sent."""
     if isinstance(raw, (dict, list)):  # some servers send an object, not a string
-        return json.dumps(raw, ensure_ascii=False), None
-    if not isinstance(raw, str) or not raw.strip() or raw.strip() == "null":  # null: a call with no arguments
+        try:
+            raw = json.dumps(raw, ensure_ascii=False)
+        except RecursionError:
+            raw = "[nested too deep]"
+    raw = clean_text(raw)
+    if not raw.strip() or raw.strip() == "null":  # null: a call with no arguments
         return "{}", None
     try:
         value = json.loads(raw)
@@ -328,6 +344,8 @@ def explain(error: Exception, base_url: str, model: str, api_key: str) -> str:
         return f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
     if isinstance(error, json.JSONDecodeError):
         return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
+    if isinstance(error, RecursionError):
+        return "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
     status = getattr(error, "status_code", "?")
     hint = {
         401: "Check AGENT_API_KEY (or DEEPSEEK_API_KEY) in your environment or .env.",

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import config
 import servers
+from tools import visible
 
 # The fields each event needs for --show, --replay and --resume.
 EVENT_FIELDS = {
@@ -39,7 +40,8 @@ def open_file(path: Path | None, mode: str = "x"):
     if path is None:
         path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, mode, encoding="utf-8")
+    # backslashreplace: a lone surrogate (a task typed with invalid bytes) is written as a JSON escape.
+    return open(path, mode, encoding="utf-8", errors="backslashreplace")
 
 
 def start(recorded: list[dict] | None, settings: dict, system_prompt: str, transcript) -> list[dict]:
@@ -52,14 +54,24 @@ def start(recorded: list[dict] | None, settings: dict, system_prompt: str, trans
 
 
 def read(path: Path) -> list[dict]:
-    """The events of a transcript file; ValueError names the first line that is not one."""
+    """The events of a transcript file. A last line cut off by a crash is skipped with a warning; any other
+    line that is not an event raises ValueError naming its line number."""
     with open(path, encoding="utf-8") as f:
-        events = [(number, json.loads(line)) for number, line in enumerate(f, 1) if line.strip()]
-    for number, event in events:
+        lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
+    events = []
+    for number, line in lines:
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            if number == lines[-1][0] and not line.endswith("\n"):  # a run killed while writing its last line
+                print(f"agent: {path}, line {number}: cut off, skipped", file=sys.stderr)
+                continue
+            raise ValueError(f"{path}, line {number}: not JSON") from None
         needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
         if needed is None or any(field not in event for field in needed):
             raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
-    return [event for _, event in events]
+        events.append(event)
+    return events
 
 
 def rebuild(events: list[dict]) -> list[dict]:
@@ -122,8 +134,8 @@ def compare(recorded: list[dict], messages: list[dict], step: int, client, trans
     for event, content in zip(recorded, now, strict=False):
         if content != event["content"]:
             client.diverged_at = client.diverged_at or step
-            shown = f"recorded {servers.shorten(event['content'], 80)!r}, now {servers.shorten(content, 80)!r}"
-            print(f"replay: step {step}: {event['name']} gave another result than recorded: {shown}", file=sys.stderr)
+            shown = f"recorded: {servers.shorten(event['content'], 80)!r}, now {servers.shorten(content, 80)!r}"
+            print(visible(f"replay: step {step}: {event['name']} gave another result than {shown}"), file=sys.stderr)
             record(
                 transcript,
                 "replay/diverged",
@@ -145,22 +157,28 @@ def replay_warnings(recorded: list[dict], task: str) -> list[str]:
 
 def show(events: list[dict]) -> None:
     """Print a transcript as a conversation, without running anything."""
+    for line in shown(events):
+        print(visible(line))  # what a model or a tool wrote may hold escape sequences
+
+
+def shown(events: list[dict]):
+    """The lines --show prints."""
     used = []
     for event in events:
         kind = event["type"]
         if kind == "run/start":
-            print(f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]")
+            yield f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]"
         elif kind == "user/message":
-            print(f"\nuser: {event['content']}")
+            yield f"\nuser: {event['content']}"
         elif kind == "assistant/message":
             message = event["message"]
             if message.get("content"):
-                print(f"\nassistant: {message['content']}")
+                yield f"\nassistant: {message['content']}"
             for call in message.get("tool_calls", []):
-                print(f"  → {call['function']['name']}({servers.shorten(call['function']['arguments'], 300)})")
+                yield f"  → {call['function']['name']}({servers.shorten(call['function']['arguments'], 300)})"
             used.append(servers.count_tokens(event.get("usage")))
         elif kind == "tool/result":
-            print(f"  {'←' if event.get('ok') else '✗'} {servers.shorten(event['content'], 300)}")
+            yield f"  {'←' if event.get('ok') else '✗'} {servers.shorten(event['content'], 300)}"
         elif kind == "turn/end":
-            print(f"[turn ended: {event['status']}]")
-    print(f"[total: {servers.describe_tokens(servers.total_tokens(used))}]")
+            yield f"[turn ended: {event['status']}]"
+    yield f"[total: {servers.describe_tokens(servers.total_tokens(used))}]"
