@@ -93,6 +93,7 @@ def collect_stream(stream, model: str):
         return stream
     message = {"role": "assistant", "content": "", "tool_calls": []}
     at_index, finish_reason, usage = {}, "incomplete_stream", None  # a stream that never says why it ended was cut
+    held = ""  # the first half of a surrogate pair whose second half is in the next chunk
     for chunk in stream:
         usage = chunk.usage or usage
         if not chunk.choices:  # the usage chunk at the end has no choices
@@ -100,7 +101,10 @@ def collect_stream(stream, model: str):
         delta = chunk.choices[0].delta
         if delta.content:
             message["content"] += delta.content
-            print(show(delta.content), end="", flush=True)
+            text, held = held + delta.content, ""
+            if "\ud800" <= text[-1] <= "\udbff":
+                text, held = text[:-1], text[-1]
+            print(show(clean_text(text)), end="", flush=True)
         if "reasoning_content" in (delta.model_extra or {}):  # DeepSeek needs it back; see assistant_message()
             message["reasoning_content"] = message.get("reasoning_content", "") + (delta.reasoning_content or "")
         for piece in delta.tool_calls or []:

@@ -211,7 +211,7 @@ def resolve(path: str, workdir: Path) -> Path:
 # O_NOFOLLOW, each relative to the folder before (dir_fd), fails if a symlink has been swapped in since.
 # Windows has no dir_fd: there the path is used whole, and the check and the use can race.
 
-DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd
+DIR_FD = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd  # os.replace is os.rename
 
 
 def open_folder(workdir: Path, folder: Path) -> int | Path:
@@ -230,7 +230,10 @@ def open_folder(workdir: Path, folder: Path) -> int | Path:
             fd = inner
     except OSError as e:
         os.close(fd)
-        raise ToolError(f"{folder} changed while it was being opened ({e.strerror}); nothing was written") from None
+        shown = folder.relative_to(root) if folder.is_relative_to(root) else folder
+        raise ToolError(
+            f"{shown} is not a folder inside the workspace, or changed while in use ({e.strerror})"
+        ) from None
     return fd
 
 

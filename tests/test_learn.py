@@ -236,9 +236,7 @@ def test_a_stream_that_ends_without_finish_reason_is_cut_off(agent, server):
 def test_a_replay_whose_tool_results_differ_says_so_at_the_step_and_at_the_end(tmp_path):
     done = run_offline(tmp_path, "--replay", str(LESSON), "--transcript", str(tmp_path / "t.jsonl"))  # declined
     assert done.returncode == 0
-    assert "replay: step 3: run_shell gave another result than recorded: '391', now 'error: declined" in (
-        done.stderr
-    )
+    assert "replay: step 3: run_shell gave another result than recorded: '391', now 'error: declined" in (done.stderr)
     assert done.stderr.rstrip().endswith("the recorded replies after step 3 were written for other tool results")
     [diverged] = [e for e in events_of(tmp_path / "t.jsonl") if e["type"] == "replay/diverged"]
     assert (diverged["step"], diverged["recorded"]) == (3, "391\n")

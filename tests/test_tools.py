@@ -143,3 +143,9 @@ def test_clip_keeps_head_and_tail_and_counts_what_was_left_out():
     assert clipped.startswith("H" * 50) and clipped.endswith("T" * 50)
     assert "[... 1020 characters left out ...]" in clipped
     assert tools.clip("short") == "short"
+
+
+def test_a_path_through_a_file_is_refused_in_one_line(workspace):
+    (workspace / "file").write_text("")
+    with pytest.raises(ToolError, match="file is not a folder inside the workspace"):
+        write_file("file/inside.txt", "x", workdir=workspace)
