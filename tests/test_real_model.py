@@ -1,0 +1,138 @@
+"""The agent as a process against a real server with a real (tiny) model: llama-server + SmolLM2-135M.
+
+A 135M model is not smart, so these tests check only what must hold whatever it says:
+no crash, a documented exit status, a well-formed transcript (each tool call answered
+exactly once, a turn/end at the end) and no file written outside the workspace.
+They skip when the server or the model is not installed (see real_server.py).
+Run them with: python -m pytest -m real_model
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from real_server import MODEL_NAME, real_server
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.real_model
+
+
+@pytest.fixture(scope="module")
+def real_url():
+    with real_server() as url:
+        yield url
+
+
+def agent_env(home: Path) -> dict[str, str]:
+    """No real keys or settings leak in; empty values count as set, so no .env fills them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "OPENAI_")) and k != "DEEPSEEK_API_KEY"}
+    env.update(
+        AGENT_API_KEY="",
+        DEEPSEEK_API_KEY="",
+        AGENT_MODEL="",
+        AGENT_BASE_URL="",
+        AGENT_SHELL_TIMEOUT="10",
+        AGENT_MAX_OUTPUT="",
+        PYTHONUTF8="1",
+        HOME=str(home),  # a shell command the model makes up with ~ in it stays in the test's folder
+    )
+    return env
+
+
+def run_agent(url: str, tmp_path: Path, task: str, *flags: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """Run the agent on task; with --resume among flags, t.jsonl is the transcript it goes on with."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    transcript = tmp_path / "t.jsonl"
+    command = [sys.executable, str(ROOT / "agent.py"), "--base-url", url, "--model", MODEL_NAME, "--workdir", str(work)]
+    if "--resume" not in flags:
+        command += ["--transcript", str(transcript)]
+    command += ["--yes", "--max-steps", "4", *flags, task]
+    result = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=agent_env(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=300,
+    )
+    events = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    return result, events
+
+
+def check_run(result: subprocess.CompletedProcess, events: list[dict], tmp_path: Path) -> None:
+    """What holds whatever the model said."""
+    context = f"exit {result.returncode}\n--- stderr:\n{result.stderr[-3000:]}\n--- stdout:\n{result.stdout[-1000:]}"
+    assert "Traceback" not in result.stderr, context
+    assert result.returncode in (0, 3), context  # 0 answered, 3 stopped (step limit, cut off)
+    assert events, context
+    assert events[-1]["type"] == "turn/end", context
+
+    calls = [c["id"] for e in events if e["type"] == "assistant/message" for c in e["message"].get("tool_calls", [])]
+    results = [e["call_id"] for e in events if e["type"] == "tool/result"]
+    assert sorted(calls) == sorted(results), context  # each call answered exactly once
+    assert len(set(calls)) == len(calls), context  # and no id used twice
+
+    work = (tmp_path / "work").resolve()
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.name != "t.jsonl":
+            assert path.resolve().is_relative_to(work), f"{path} was written outside the workspace\n{context}"
+
+
+def test_plain_answer(real_url, tmp_path):
+    result, events = run_agent(real_url, tmp_path, "Say hello in one word.")
+    check_run(result, events, tmp_path)
+    assert any(e["type"] == "assistant/message" for e in events)
+
+
+def test_writing_a_file(real_url, tmp_path):
+    result, events = run_agent(real_url, tmp_path, "Use the write_file tool to write the word hi to the file hi.txt")
+    check_run(result, events, tmp_path)
+
+
+def test_writing_a_file_streamed(real_url, tmp_path):
+    result, events = run_agent(
+        real_url, tmp_path, "Use the write_file tool to write the word hi to the file hi.txt", "--stream"
+    )
+    check_run(result, events, tmp_path)
+
+
+def test_history_with_a_tool_call_is_accepted(real_url, tmp_path):
+    """The tiny model seldom calls a tool by itself, so give it a history that has one, as the agent records it:
+    content "" beside tool_calls, arguments as a JSON string, then the tool's result."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "write_file", "arguments": '{"path": "hi.txt", "content": "hi"}'},
+    }
+    events = [
+        {"type": "run/start", "model": MODEL_NAME, "system_prompt": "You are a careful assistant."},
+        {"type": "user/message", "content": "Write hi to hi.txt"},
+        {"type": "assistant/message", "message": {"role": "assistant", "content": "", "tool_calls": [call]}},
+        {"type": "tool/result", "call_id": "call_1", "name": "write_file", "content": "wrote 2 characters", "ok": True},
+        {"type": "assistant/message", "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"},
+        {"type": "turn/end", "status": "answered"},
+    ]
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    result, events = run_agent(real_url, tmp_path, "Now say done in one word.", "--resume", str(transcript))
+    check_run(result, events, tmp_path)
+    start = max(i for i, e in enumerate(events) if e["type"] == "run/resume")
+    assert any(e["type"] == "assistant/message" for e in events[start:]), result.stderr  # the server took the history
+
+
+@pytest.mark.parametrize("flags", [[], ["--stream"]], ids=["plain", "stream"])
+def test_a_tool_call_the_model_copies_as_text(real_url, tmp_path, flags):
+    """Asked to copy a <tool_call> line, the tiny model often writes it, alone or after some prose: the server
+    may parse it into tool_calls, or leave it as text for the agent to recover (README rule 10). Whichever
+    happens, every call is answered and what it writes stays in the workspace."""
+    line = '<tool_call>{"name": "write_file", "arguments": {"path": "echo.txt", "content": "hi"}}</tool_call>'
+    task = f"Copy this line exactly:\n{line}"
+    result, events = run_agent(real_url, tmp_path, task, *flags)
+    check_run(result, events, tmp_path)
