@@ -336,8 +336,9 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the exit status."""
     if options.replay:
         client = transcripts.replay_client(recorded, options.replay, transcript)
-        for warning in transcripts.replay_warnings(recorded, task):
-            say(warning)
+        other = transcripts.other_task(recorded, task)
+        if other:
+            say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
     else:
         client = servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
     base_url = f"replay of {options.replay}" if options.replay else options.base_url
@@ -365,7 +366,7 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     return status
 
 
-EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other status: 3, stopped without an answer
+EXIT_STATUS = {"answered": 0, "api_error": 1}  # any other status: 3, stopped without an answer
 
 
 def turn(task: str, messages: list[dict], run_options: dict, used: list[dict]) -> int:

@@ -254,9 +254,8 @@ def parse_markup(text: str, known) -> list:
     """The calls in text that is nothing but tool-call markup; [] if anything else is there or any call is bad."""
     calls, rest = [], text
     for pattern, parse in ((DSML_BLOCK, parse_dsml), (TOOL_CALL_BLOCK, parse_tool_call)):
-        for block in pattern.finditer(text):
-            calls += parse(block.group("body"))
-            rest = rest.replace(block.group(0), "", 1)
+        calls += [call for block in pattern.finditer(rest) for call in parse(block.group("body"))]
+        rest = pattern.sub("", rest)  # a <tool_call> written inside a DSML parameter is that parameter's text
     if rest.strip() or not calls or any(c is None or c.function.name not in known for c in calls):
         return []
     return calls

@@ -146,13 +146,10 @@ def compare(recorded: list[dict], messages: list[dict], step: int, client, trans
             )
 
 
-def replay_warnings(recorded: list[dict], task: str) -> list[str]:
-    """What to tell the person before a replay: a task other than the recorded one gets the recorded answers."""
+def other_task(recorded: list[dict], task: str) -> str:
+    """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
     recorded_task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
-    if task == recorded_task:
-        return []
-    shown = servers.shorten(recorded_task, 100)
-    return [f"replay: the recorded replies answer {shown!r}, not this task; they will not change"]
+    return "" if task == recorded_task else servers.shorten(recorded_task, 100)
 
 
 def show(events: list[dict]) -> None:
