@@ -47,13 +47,24 @@ def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
         size = os.fstat(f.fileno())
         if not stat.S_ISREG(size.st_mode):
             raise ToolError(f"{path} is not a regular file (a FIFO, socket or device); it was not read")
-        data = f.read(4 * MAX_OUTPUT + 1)  # never more than clip() could return, in UTF-8's widest case
-        left_out = size.st_size - len(data)
-    if b"\0" not in data:
-        with contextlib.suppress(UnicodeDecodeError):
-            text = data.decode("utf-8", errors="strict" if left_out <= 0 else "ignore")
-            return text if left_out <= 0 else f"{text}\n[... the file goes on for {left_out} more bytes ...]"
-    raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
+        # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8: read no more.
+        head, tail = f.read(2 * MAX_OUTPUT), b""
+        if size.st_size > 4 * MAX_OUTPUT:
+            f.seek(-2 * MAX_OUTPUT, os.SEEK_END)
+            tail = f.read()
+        else:
+            head += f.read()
+    if b"\0" in head + tail:
+        raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
+    if not tail:
+        try:
+            return head.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text") from None
+    start = head.decode("utf-8", errors="replace")[: MAX_OUTPUT // 2]  # the ends may cut a character in two
+    end = tail.decode("utf-8", errors="replace")[-(MAX_OUTPUT // 2) :]
+    left_out = size.st_size - len(start.encode()) - len(end.encode())
+    return f"{start}\n[... {left_out} bytes left out ...]\n{end}"
 
 
 def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:

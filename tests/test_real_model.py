@@ -8,15 +8,14 @@ Run them with: python -m pytest -m real_model
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, clean_env
 from real_server import MODEL_NAME, real_server
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.real_model
 
 
@@ -24,22 +23,6 @@ pytestmark = pytest.mark.real_model
 def real_url():
     with real_server() as url:
         yield url
-
-
-def agent_env(home: Path) -> dict[str, str]:
-    """No real keys or settings leak in; empty values count as set, so no .env fills them."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "OPENAI_")) and k != "DEEPSEEK_API_KEY"}
-    env.update(
-        AGENT_API_KEY="",
-        DEEPSEEK_API_KEY="",
-        AGENT_MODEL="",
-        AGENT_BASE_URL="",
-        AGENT_SHELL_TIMEOUT="10",
-        AGENT_MAX_OUTPUT="",
-        PYTHONUTF8="1",
-        HOME=str(home),  # a shell command the model makes up with ~ in it stays in the test's folder
-    )
-    return env
 
 
 def run_agent(url: str, tmp_path: Path, task: str, *flags: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
@@ -54,7 +37,7 @@ def run_agent(url: str, tmp_path: Path, task: str, *flags: str) -> tuple[subproc
     result = subprocess.run(
         command,
         cwd=tmp_path,
-        env=agent_env(tmp_path),
+        env=clean_env(AGENT_SHELL_TIMEOUT="10", HOME=str(tmp_path)),  # ~ in a made-up command stays here
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

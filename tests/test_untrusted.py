@@ -183,13 +183,14 @@ def test_a_command_that_writes_without_end_does_not_grow_memory(agent, server):
 
 
 def test_read_file_reads_no_more_of_a_large_file_than_it_can_return(tmp_path):
-    (tmp_path / "big.txt").write_bytes(b"a" * 50_000_000)
+    (tmp_path / "big.txt").write_bytes(b"HEAD" + b"a" * 50_000_000 + b"TAIL")
     tracemalloc.start()
     text = tools.read_file("big.txt", workdir=tmp_path)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 2_000_000
-    assert text.startswith("aaaa") and "the file goes on for 49959999 more bytes" in text
+    assert text.startswith("HEADaaa") and text.endswith("aaaTAIL")
+    assert "\n[... 49990008 bytes left out ...]\n" in text and len(text) == tools.MAX_OUTPUT + 35
 
 
 @posix_only
