@@ -97,7 +97,7 @@ def run(
         assistant, repairs = assistant_message(msg, messages)
         messages.append(assistant)
         latency_ms = round((time.monotonic() - started) * 1000)
-        usage = resp.usage.model_dump(exclude_none=True) if resp.usage else None
+        usage = servers.usage_of(resp)
         record(transcript, "assistant/message", message=assistant, finish_reason=finish_reason, usage=usage,
                latency_ms=latency_ms, repairs=repairs)  # fmt: skip
         used.append(servers.count_tokens(usage))
@@ -142,11 +142,14 @@ def request(client, model: str, messages: list[dict], stream: bool, trace: bool)
             resp = servers.collect_stream(resp, model)
     except (openai.APIError, json.JSONDecodeError, RecursionError) as e:  # the SDK lets a bad body through
         raise RequestFailed(servers.explain(e, str(client.base_url), model, config.API_KEY)) from None
-    if not getattr(resp, "choices", None):
+    except (AttributeError, TypeError) as e:  # chunks of another shape: the SDK builds them without checking
+        raise RequestFailed(f"the server sent a stream that is not a chat completion stream ({e})") from None
+    problem = servers.reply_problem(resp)  # the SDK builds a reply without checking its shape
+    if problem:
         detail = servers.blank(shorten(str(resp), 300), config.API_KEY)
-        raise RequestFailed(f"the server sent a reply with no choices: {detail}")
+        raise RequestFailed(f"the server sent a reply with {problem}: {detail}")
     if trace:
-        say(f"── response (raw JSON)\n{resp.model_dump_json(indent=2)}")
+        say(f"── response (raw JSON)\n{resp.model_dump_json(indent=2, warnings=False)}")
     return resp
 
 
@@ -170,7 +173,8 @@ def assistant_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
 
 def tool_call(call, used: set[str], repairs: list[str]) -> dict:
     """One tool call with a unique id and its arguments as a valid JSON string."""
-    call_id = call.id if isinstance(call.id, str) and call.id.strip() and call.id not in used else ""
+    call_id = getattr(call, "id", None)
+    call_id = call_id if isinstance(call_id, str) and call_id.strip() and call_id not in used else ""
     if not call_id:  # some local servers send no id, or the same id every time; recovered calls have none
         call_id = f"call_{uuid.uuid4().hex[:24]}"
     used.add(call_id)

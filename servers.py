@@ -143,9 +143,25 @@ def completion(message: dict, finish_reason: str | None, usage, model: str):
 FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)  # ```json ... ``` around the whole
 
 
+def reply_problem(resp) -> str | None:
+    """What makes a reply unusable as a chat completion ("no choices", ...), or None if nothing does."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    message = getattr(choices[0], "message", None)
+    if not hasattr(message, "content"):
+        return "no message in its first choice"
+    if not isinstance(getattr(message, "tool_calls", None) or [], list):
+        return "tool_calls that are not a list"
+    return None
+
+
 def clean_text(value) -> str:
     """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split across two
-    stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8."""
+    stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8. Content sent
+    as a list of parts (OpenAI's content array) is their text, joined."""
+    if isinstance(value, list):
+        value = "".join(p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
     if not isinstance(value, str):
         return ""
     return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
@@ -302,16 +318,20 @@ def text_call(name: str, args: dict):
 # --- Tokens: what each provider reports ----------------------------------------------------------
 
 
+def usage_of(resp) -> dict | None:
+    """The reply's usage as the server sent it, or None if it sent none (or something else)."""
+    # warnings=False: pydantic would print a warning for each field of the wrong type.
+    return resp.usage.model_dump(exclude_none=True, warnings=False) if hasattr(resp.usage, "model_dump") else None
+
+
 def count_tokens(usage: dict | None) -> dict:
-    """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported."""
+    """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported as a number."""
     usage = usage or {}
+    details = usage.get("prompt_tokens_details")
     # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
-    cached = usage.get("prompt_cache_hit_tokens") or (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    return {
-        "prompt": usage.get("prompt_tokens") or 0,
-        "cached": cached or 0,
-        "completion": usage.get("completion_tokens") or 0,
-    }
+    cached = usage.get("prompt_cache_hit_tokens") or (details.get("cached_tokens") if isinstance(details, dict) else 0)
+    counts = {"prompt": usage.get("prompt_tokens"), "cached": cached, "completion": usage.get("completion_tokens")}
+    return {key: value if isinstance(value, int) else 0 for key, value in counts.items()}
 
 
 def total_tokens(used: list[dict]) -> dict:

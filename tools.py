@@ -104,7 +104,8 @@ def is_configuration(relative: Path) -> bool:
     """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and git's
     configuration. A model that could write them could send the key to its own server on the next run
     (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config)."""
-    return ".git" in relative.parts or relative.name == ".env" or relative.name.startswith(".env.")
+    parts = [part.lower() for part in relative.parts]  # .GIT is .git on a case-insensitive file system
+    return ".git" in parts or parts[-1] == ".env" or parts[-1].startswith(".env.")
 
 
 def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_TIMEOUT) -> str:

@@ -117,7 +117,7 @@ def test_an_error_body_echoing_the_key_is_blanked_before_it_is_cut(loop, server,
 # 3. Configuration is not the model's to write.
 
 
-@pytest.mark.parametrize("path", [".env", "app/.env.local", ".git/config", "sub/.git/hooks/pre-commit"])
+@pytest.mark.parametrize("path", [".env", "app/.env.local", ".git/config", "sub/.GIT/hooks/pre-commit", "a/../.Env"])
 def test_write_file_refuses_env_files_and_git_folders(tmp_path, path):
     with pytest.raises(ToolError, match="is configuration"):
         tools.write_file(path, "AGENT_BASE_URL=http://attacker\n", workdir=tmp_path)
@@ -234,6 +234,54 @@ def test_lone_and_split_surrogates_neither_crash_nor_break_the_transcript(loop, 
     assert result.status == "answered" and result.text == "smile \N{GRINNING FACE} end"
     assert server.messages(1)[2]["content"] == "lone \ufffd here"
     assert [e["type"] for e in result.events()][-1] == "turn/end"  # every line is JSON
+
+
+def choice(message, finish_reason="stop") -> dict:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [1]},
+        choice("hi"),
+        choice({"role": "assistant", "content": None, "tool_calls": [1]}, "tool_calls"),
+        choice({"role": "assistant", "content": None, "tool_calls": "abc"}, "tool_calls"),
+        choice({"role": "assistant", "content": None, "tool_calls": [{"id": 5, "function": "x"}]}, "tool_calls"),
+        choice({"role": "assistant", "content": [{"type": "text", "text": 5}, "part"]}),
+        choice({"role": "assistant", "content": "hi", "reasoning_content": {"a": 1}}, 7),
+        {**reply("hi"), "usage": [1, 2]},
+        {**reply("hi"), "usage": {"prompt_tokens": "many", "prompt_tokens_details": 3}},
+    ],
+    ids=[
+        "choice-int",
+        "message-str",
+        "call-int",
+        "calls-str",
+        "call-odd",
+        "parts-odd",
+        "reasoning-dict",
+        "usage-list",
+        "usage-str",
+    ],
+)
+def test_a_reply_of_another_shape_is_an_error_or_an_answer_never_a_crash(loop, server, body):
+    server.add(body, reply("done"))
+    result = loop("go", yes=True)
+    assert result.status in ("answered", "api_error", "empty_answer")
+    assert result.events()[-1]["type"] == "turn/end"
+
+
+def test_a_stream_of_another_shape_is_one_clear_line(loop, server):
+    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    server.add(Stream(reply("x")))
+    server.script[-1].events = [{**chunk, "choices": [{"index": 0, "delta": {"content": 5}, "finish_reason": None}]}]
+    result = loop("go", stream=True)
+    assert result.status == "api_error" and "not a chat completion stream" in result.text
 
 
 # 7. No race in the file tools.
