@@ -200,6 +200,7 @@ def test_help_documents_every_option_setting_and_an_example():
         "AGENT_MODEL",
         "AGENT_API_KEY",
         "DEEPSEEK_API_KEY",
+        "AGENT_TIMEOUT",
         "AGENT_SHELL_TIMEOUT",
         "AGENT_MAX_OUTPUT",
         "exit status",

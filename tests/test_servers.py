@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from scripted_server import Error, Stream, Trickle, call, reply
+from scripted_server import Error, Hang, Stream, Trickle, call, reply
 
 DSML = "\uff5cDSML\uff5c"  # DeepSeek's fullwidth bars
 
@@ -200,7 +200,14 @@ def test_a_stream_that_never_ends_is_given_up_within_the_time_limit(loop, server
     assert "timed out" in result.text
 
 
-def test_agent_timeout_is_read_from_the_environment_and_listed_in_help(agent, server):
+def test_a_server_that_never_answers_is_given_up_after_the_sdks_two_retries(loop, server):
+    server.add(Hang(), Hang(), Hang(), reply("never reached"))
+    result = loop("go", timeout=1)
+    assert result.status == "api_error" and "timed out" in result.text
+    assert len(server.requests) == 3  # one request and two retries, each ending at the time limit
+
+
+def test_agent_timeout_is_read_from_the_environment(agent, server):
     server.add(Trickle(reply("slow"), seconds_per_byte=0.2))
     from conftest import KEY, clean_env
 
