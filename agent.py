@@ -7,7 +7,7 @@
 
 Read run() first: it is the whole idea. Below it is what run() steps into on a normal
 step (request, assistant_message, call_tool), and the command line comes last.
-servers.py copes with what real servers send, transcript.py writes and replays runs:
+servers.py copes with what real servers send, transcripts.py writes and replays runs:
 both can wait until the loop is clear.
 
 Try the loop from a Python prompt in this folder:
@@ -27,10 +27,10 @@ from typing import NamedTuple
 import config
 import servers
 import tools
-import transcript as transcripts
+import transcripts
 from servers import shorten
-from tools import TOOL_MAP, TOOLS, ToolError, clip, consent, parameters, visible
-from transcript import record
+from tools import TOOL_MAP, TOOLS, ToolError, blank, clip, consent, parameters, visible
+from transcripts import record
 
 # Settings: defaults that a flag or the environment replaces (config.py reads them once, at start).
 MODEL = config.MODEL  # --model, AGENT_MODEL
@@ -96,12 +96,7 @@ def run(
         finish_reason = resp.choices[0].finish_reason
         assistant, repairs = assistant_message(msg, messages)
         messages.append(assistant)
-        latency_ms = round((time.monotonic() - started) * 1000)
-        usage = servers.usage_of(resp)
-        record(transcript, "assistant/message", message=assistant, finish_reason=finish_reason, usage=usage,
-               latency_ms=latency_ms, repairs=repairs)  # fmt: skip
-        used.append(servers.count_tokens(usage))
-        report_step(step, assistant, repairs, used, latency_ms)
+        used.append(report_step(step, resp, assistant, repairs, started, used, transcript))
 
         if finish_reason in STOP_REASONS:
             # The arguments may be cut off mid-way: answer each call without running it.
@@ -119,8 +114,8 @@ def run(
             say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             record(transcript, "tool/result", call_id=call["id"], name=name, content=result, ok=ok)
-        # One reply can hold thousands of calls: those past MAX_CALLS are answered without running.
-        answer_pending(messages, f"not run: more than {MAX_CALLS} calls in one reply; send the rest again", transcript)
+        if len(assistant["tool_calls"]) > MAX_CALLS:  # one reply can hold thousands: the rest are not run
+            answer_pending(messages, f"not run: more than {MAX_CALLS} calls in one reply; send it again", transcript)
     return end(transcript, "max_steps", f"reached MAX_STEPS ({max_steps}) without an answer; raise --max-steps", used)
 
 
@@ -140,13 +135,13 @@ def request(client, model: str, messages: list[dict], stream: bool, trace: bool)
         resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS, **options)
         if stream:
             resp = servers.collect_stream(resp, model)
-    except (openai.APIError, json.JSONDecodeError, RecursionError) as e:  # the SDK lets a bad body through
-        raise RequestFailed(servers.explain(e, str(client.base_url), model, config.API_KEY)) from None
+    except (openai.APIError, ValueError, RecursionError) as e:  # the SDK lets a body that is not JSON through
+        raise RequestFailed(servers.explain(e, str(client.base_url), model)) from None
     except (AttributeError, TypeError) as e:  # chunks of another shape: the SDK builds them without checking
         raise RequestFailed(f"the server sent a stream that is not a chat completion stream ({e})") from None
     problem = servers.reply_problem(resp)  # the SDK builds a reply without checking its shape
     if problem:
-        detail = servers.blank(shorten(str(resp), 300), config.API_KEY)
+        detail = shorten(blank(str(resp)), 300)
         raise RequestFailed(f"the server sent a reply with {problem}: {detail}")
     if trace:
         say(f"── response (raw JSON)\n{resp.model_dump_json(indent=2, warnings=False)}")
@@ -166,18 +161,18 @@ def assistant_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
         # DeepSeek's thinking mode answers 400 on later requests if this is not sent back.
         message["reasoning_content"] = servers.clean_text(extra["reasoning_content"])
     if calls:
-        used = {c["id"] for m in messages for c in m.get("tool_calls", [])}
-        message["tool_calls"] = [tool_call(c, used, repairs) for c in calls]
+        taken = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+        message["tool_calls"] = [tool_call(c, taken, repairs) for c in calls]
     return message, repairs
 
 
-def tool_call(call, used: set[str], repairs: list[str]) -> dict:
+def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
     """One tool call with a unique id and its arguments as a valid JSON string."""
     call_id = getattr(call, "id", None)
-    call_id = call_id if isinstance(call_id, str) and call_id.strip() and call_id not in used else ""
+    call_id = call_id if isinstance(call_id, str) and call_id.strip() and call_id not in taken else ""
     if not call_id:  # some local servers send no id, or the same id every time; recovered calls have none
         call_id = f"call_{uuid.uuid4().hex[:24]}"
-    used.add(call_id)
+    taken.add(call_id)
     function = getattr(call, "function", None)  # None for a non-function ("custom") tool call
     name = getattr(function, "name", None)
     arguments, repair = servers.clean_arguments(getattr(function, "arguments", None))
@@ -257,15 +252,21 @@ def say(text: str) -> None:
     print(visible(text), file=sys.stderr, flush=True)
 
 
-def report_step(step: int, assistant: dict, repairs: list[str], used: list[dict], latency_ms: int) -> None:
-    """Print a step's token counts, what was repaired, and what the model said beside its tool calls."""
-    say(f"step {step}: {servers.describe_tokens(used[-1])}, {latency_ms} ms")
+def report_step(step: int, resp, assistant: dict, repairs: list[str], started: float, used: list, transcript) -> dict:
+    """Record the reply in the transcript and print the step on stderr; return the tokens it used."""
+    latency_ms = round((time.monotonic() - started) * 1000)
+    usage = servers.usage_of(resp)
+    record(transcript, "assistant/message", message=assistant, finish_reason=resp.choices[0].finish_reason,
+           usage=usage, latency_ms=latency_ms, repairs=repairs)  # fmt: skip
+    counts = servers.count_tokens(usage)
+    say(f"step {step}: {servers.describe_tokens(counts)}, {latency_ms} ms")
     for repair in repairs:
         say(f"  repaired: {repair}")
     if assistant.get("tool_calls") and assistant["content"].strip():
         say(f"  {shorten(assistant['content'], 200)}")
-    if servers.prompt_first_cut(used):
+    if servers.prompt_first_cut([*used, counts]):
         say(f"agent: warning: {servers.PROMPT_CUT}")
+    return counts
 
 
 def trace_request(model: str, messages: list[dict]) -> None:
@@ -320,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     with transcript:
         try:
             return converse(options, task, recorded, transcript)
+        except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP before a task began: nothing to answer
+            say("\nagent: interrupted")
+            return getattr(e, "status", 130)
         finally:
             tools.end_all()  # a command's background processes end with the agent
 
@@ -415,7 +419,7 @@ def read_task(options, recorded: list[dict]) -> str:
     """The task: from the command line, else the replayed transcript's, else piped in. "" means ask for tasks."""
     task = " ".join(options.task).strip()
     if options.replay and not task:
-        task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
+        task = transcripts.recorded_task(recorded)
     if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
         task = sys.stdin.read().strip()
     return task

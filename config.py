@@ -25,17 +25,21 @@ class ConfigError(ValueError):
 BAD = []  # the first bad numeric setting is raised by parse_options(); see number()
 
 
-def number(name: str, default: float) -> float:
-    """A positive number from the environment. A bad value keeps the default and is noted in BAD,
-    so that importing this file never fails and main() can say what is wrong in one line."""
+def number(name: str, default: float, least: float = 0) -> float:
+    """A number above 0 (and at least `least`) from the environment. A bad value keeps the default and is
+    noted in BAD, so that importing this file never fails and main() can say what is wrong in one line."""
     raw = os.environ.get(name, "").strip()
     try:
         value = float(raw) if raw else default
     except ValueError:
         value = 0.0
-    if value > 0:
+    if 0 < value < float("inf") and value >= least:
         return value
-    BAD.append(f"{name}={raw!r} must be a positive number")
+    BAD.append(
+        f"{name}={raw!r} must be a number of at least {least:g}"
+        if least
+        else f"{name}={raw!r} must be a positive number"
+    )
     return default
 
 
@@ -43,9 +47,12 @@ BASE_URL = os.environ.get("AGENT_BASE_URL") or "https://api.deepseek.com"
 MODEL = os.environ.get("AGENT_MODEL") or "deepseek-flash"
 # Never OPENAI_API_KEY: it would be sent to whatever server BASE_URL names.
 API_KEY = os.environ.get("AGENT_API_KEY") or os.environ.get("DEEPSEEK_API_KEY") or ""
+# The key to blank out of what the agent shows and the model sees. A short one is a placeholder for a local
+# server ("none", "ollama"), no secret: blanking it would mangle every text that happens to hold the word.
+HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
 TIMEOUT = number("AGENT_TIMEOUT", 300)  # seconds one request to the model may take, body and stream included
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
-MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000))  # characters of a tool result
+MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"

@@ -9,17 +9,17 @@ The openai package is imported inside the functions that use it, so that --help,
 and a usage error start without loading it.
 """
 
+import bisect
 import ipaddress
 import itertools
 import json
 import re
 import sys
 import time
-import uuid
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
-from tools import visible
+from tools import blank, visible
 
 try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
     from httpx2 import SyncByteStream
@@ -153,6 +153,8 @@ def reply_problem(resp) -> str | None:
         return "no message in its first choice"
     if not isinstance(getattr(message, "tool_calls", None) or [], list):
         return "tool_calls that are not a list"
+    if not isinstance(getattr(choices[0], "finish_reason", None) or "", str):
+        return "a finish_reason that is not a string"
     return None
 
 
@@ -228,7 +230,8 @@ DSML_PARAMETER = re.compile(
 TOOL_CALL_BLOCK = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.S)
 XML_FUNCTION = re.compile(r"^\s*<function=(?P<name>[^>\s]+)>(?P<body>.*?)</function>\s*$", re.S)
 XML_PARAMETER = re.compile(r"<parameter=(?P<name>[^>\s]+)>\n?(?P<value>.*?)\n?</parameter>", re.S)
-OPENING = re.compile(rf"^[ \t]*(<{BAR}DSML{BAR}(?:function_calls|tool_calls)>|<tool_call>)", re.M)
+OPENING = re.compile(rf"^(<{BAR}DSML{BAR}(?:function_calls|tool_calls)>|<tool_call>)", re.M)  # not indented
+FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 SERVER_FIX = {
     "DSML": "DeepSeek's API sometimes does this; nothing to set, the agent recovers the calls",
     "tool_call": "the server did not parse the model's tool calls: start llama.cpp with --jinja, "
@@ -239,12 +242,12 @@ SERVER_FIX = {
 def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
-    Returns (calls, the text around them, what happened); ([], content, []) when there are none. Only markup
-    that starts on a line of its own, outside a Markdown code block, and runs to the end of the reply
-    counts, and only if every call names a known tool and its arguments parse: an answer that explains or
-    quotes a tool call is an answer."""
+    Returns (calls, the text before them, what happened); ([], content, []) when there are none. Markup counts
+    only where a leaked call stands: at the start of a line, outside a code block (``` or ~~~ fences, or
+    indented), not after a colon that introduces it, with nothing but more calls after it, every call naming a
+    known tool with arguments that parse. An answer that explains or quotes a tool call is an answer."""
     start = first_opening(content)
-    if start is None:
+    if start is None or content[:start].rstrip().endswith(":"):  # "a call looks like this:" quotes one
         return [], content, []
     calls = parse_markup(content[start:], known)
     if not calls:
@@ -258,21 +261,26 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
 
 
 def first_opening(content: str) -> int | None:
-    """Where the first tool-call markup starts on a line of its own outside a ``` block; None if nowhere."""
-    fences = [m.start() for m in re.finditer(r"^[ \t]*```", content, re.M)]
+    """Where the first tool-call markup starts a line outside a fenced block; None if nowhere."""
+    fences = [m.start() for m in FENCE_LINE.finditer(content)]
     for match in OPENING.finditer(content):
-        if sum(f < match.start() for f in fences) % 2 == 0:  # an even number of fences before: not in a block
+        if bisect.bisect(fences, match.start()) % 2 == 0:  # an even number of fences before: not in a block
             return match.start()
     return None
 
 
 def parse_markup(text: str, known) -> list:
-    """The calls in text that is nothing but tool-call markup; [] if anything else is there or any call is bad."""
-    calls, rest = [], text
-    for pattern, parse in ((DSML_BLOCK, parse_dsml), (TOOL_CALL_BLOCK, parse_tool_call)):
-        calls += [call for block in pattern.finditer(rest) for call in parse(block.group("body"))]
-        rest = pattern.sub("", rest)  # a <tool_call> written inside a DSML parameter is that parameter's text
-    if rest.strip() or not calls or any(c is None or c.function.name not in known for c in calls):
+    """The calls in text that is nothing but tool-call blocks, in order; [] if anything else is there or any
+    call is bad. Markup inside a block (a <tool_call> in a DSML parameter) is that block's text."""
+    calls, at = [], 0
+    while at < len(text.rstrip()):
+        at = len(text) - len(text[at:].lstrip())
+        block = DSML_BLOCK.match(text, at) or TOOL_CALL_BLOCK.match(text, at)
+        if not block:
+            return []
+        calls += parse_dsml(block.group("body")) if block.re is DSML_BLOCK else parse_tool_call(block.group("body"))
+        at = block.end()
+    if not calls or any(c is None or c.function.name not in known for c in calls):
         return []
     return calls
 
@@ -310,9 +318,9 @@ def parse_tool_call(body: str) -> list:
 
 
 def text_call(name: str, args: dict):
-    """A recovered call shaped like the SDK's tool call, with a fresh id (the text has none)."""
+    """A recovered call shaped like the SDK's tool call; it has no id, so tool_call() gives it one."""
     function = SimpleNamespace(name=name.strip(), arguments=json.dumps(args, ensure_ascii=False))
-    return SimpleNamespace(id=f"call_{uuid.uuid4().hex[:24]}", type="function", function=function)
+    return SimpleNamespace(id=None, type="function", function=function)
 
 
 # --- Tokens: what each provider reports ----------------------------------------------------------
@@ -326,7 +334,7 @@ def usage_of(resp) -> dict | None:
 
 def count_tokens(usage: dict | None) -> dict:
     """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported as a number."""
-    usage = usage or {}
+    usage = usage if isinstance(usage, dict) else {}  # a transcript written by hand may hold anything
     details = usage.get("prompt_tokens_details")
     # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
     cached = usage.get("prompt_cache_hit_tokens") or (details.get("cached_tokens") if isinstance(details, dict) else 0)
@@ -355,17 +363,17 @@ def describe_tokens(counts: dict) -> str:
 CONTEXT_FULL = re.compile(r"context length|context window|context size|too many tokens|prompt is too long", re.I)
 
 
-def explain(error: Exception, base_url: str, model: str, api_key: str) -> str:
+def explain(error: Exception, base_url: str, model: str) -> str:
     """One or two lines about a failed request: what happened, the server's words, what to check."""
     import openai
 
-    detail = server_message(error, api_key)
+    detail = server_message(error)
     if isinstance(error, openai.APITimeoutError):
         return f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up and not overloaded."
     if isinstance(error, openai.APIConnectionError):
-        cause = blank(str(error.__cause__ or error), api_key)
+        cause = blank(str(error.__cause__ or error))
         return f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
-    if isinstance(error, json.JSONDecodeError):
+    if isinstance(error, ValueError):  # not JSON, or not UTF-8
         return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
     if isinstance(error, RecursionError):
         return "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
@@ -389,18 +397,13 @@ def explain(error: Exception, base_url: str, model: str, api_key: str) -> str:
     return f"the server answered HTTP {status}: {detail}\n{hint}"
 
 
-def server_message(error: Exception, api_key: str) -> str:
+def server_message(error: Exception) -> str:
     """The server's own error text, one line, with the key blanked out before it is cut."""
     body = getattr(error, "body", None)
     if isinstance(body, dict):
         body = body.get("error", body)
     text = body.get("message", body) if isinstance(body, dict) else body or str(error)
-    return shorten(blank(str(text), api_key), 400)
-
-
-def blank(text: str, api_key: str) -> str:
-    """text with the key replaced by ***, in case a server echoes it."""
-    return text.replace(api_key, "***") if api_key else text
+    return shorten(blank(str(text)), 400)
 
 
 def shorten(text: str, limit: int) -> str:

@@ -28,6 +28,7 @@ MAX_OUTPUT = config.MAX_OUTPUT
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 # Shown to a terminal as escapes, never interpreted: C0 and C1 controls but newline and tab, and bidi overrides.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+SPACES = re.compile(r"[ \t]{16,}")
 
 
 class ToolError(Exception):
@@ -63,8 +64,7 @@ def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
             raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text") from None
     start = head.decode("utf-8", errors="replace")[: MAX_OUTPUT // 2]  # the ends may cut a character in two
     end = tail.decode("utf-8", errors="replace")[-(MAX_OUTPUT // 2) :]
-    left_out = size.st_size - len(start.encode()) - len(end.encode())
-    return f"{start}\n[... {left_out} bytes left out ...]\n{end}"
+    return joined(start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end)
 
 
 def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
@@ -76,7 +76,7 @@ def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
     target = resolve(path, workdir)
     if is_configuration(target.relative_to(Path(workdir).resolve())):
         raise ToolError(
-            f"{path} is configuration ({'a .env file' if '.env' in target.name else 'inside a .git folder'}): "
+            f"{path} is configuration ({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
             "not written, since it could send the key elsewhere or run commands later. Ask the user to edit it."
         )
     if target.is_dir():
@@ -103,9 +103,11 @@ def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
 def is_configuration(relative: Path) -> bool:
     """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and git's
     configuration. A model that could write them could send the key to its own server on the next run
-    (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config)."""
-    parts = [part.lower() for part in relative.parts]  # .GIT is .git on a case-insensitive file system
-    return ".git" in parts or parts[-1] == ".env" or parts[-1].startswith(".env.")
+    (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config), or when
+    direnv next enters the folder (.envrc)."""
+    # .GIT is .git on a case-insensitive file system, and Windows drops a name's trailing dots and spaces.
+    parts = [part.lower().rstrip(". ") for part in relative.parts]
+    return ".git" in parts or parts[-1] in (".env", ".envrc") or parts[-1].startswith(".env.")
 
 
 def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_TIMEOUT) -> str:
@@ -116,7 +118,8 @@ def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_T
     if not is_command(command):
         raise ToolError("command must be one non-empty string, the command line as typed in a shell")
     adopt_orphans()
-    before, process, output = children(os.getpid()), None, Capture(MAX_OUTPUT)
+    # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip() then keeps it whole.
+    before, process, output = children(os.getpid()), None, Capture(MAX_OUTPUT - 200)
     try:
         process = subprocess.Popen(
             command,
@@ -170,7 +173,8 @@ class Capture:
         """All of it, or its head and tail as clip() keeps them."""
         if self.count <= self.limit:
             return self.head
-        return joined(self.head[: self.limit // 2], self.count - 2 * (self.limit // 2), self.tail[-(self.limit // 2) :])
+        half = self.limit // 2
+        return joined(self.head[:half], f"{self.count - 2 * half} characters", self.tail[-half:])
 
 
 def is_command(command) -> bool:
@@ -189,7 +193,8 @@ def consent(command: str) -> None:
         print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
         raise ToolError("declined: the user could not be asked (no terminal) and did not start the agent with --yes")
     lines = command.split("\n")
-    shown = "\n".join(f"    {visible(line)}" for line in lines)
+    # A long run of spaces could push the start of a line off the screen: it is shown as its length.
+    shown = "\n".join(f"    {SPACES.sub(lambda m: f'[{len(m.group())} spaces]', visible(line))}" for line in lines)
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
     sys.stderr.write(f"\n{shown}\n\n{count}Run this command? [y/N] ")
     sys.stderr.flush()
@@ -272,7 +277,7 @@ def at(folder: int | Path, name: str) -> tuple[str, int | None]:
 
 def shell_env() -> dict[str, str]:
     """The environment minus the API key: no variable named for a key, and none whose value holds it."""
-    key = config.API_KEY
+    key = config.HIDDEN_KEY
     return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
 
 
@@ -357,17 +362,26 @@ else:
 
 def clip(text: str, limit: int = MAX_OUTPUT) -> str:
     """What the model gets of a tool result: the key blanked out, then at most limit characters, the head
-    and the tail, with a line that says how much was left out. A result that run_shell() has clipped as it
-    read (the same head and tail) fits in the room left for that line and its exit status."""
-    if config.API_KEY:
-        text = text.replace(config.API_KEY, "***")
-    if len(text) <= limit + 100:
+    and the tail, with a line that says how much was left out."""
+    text = blank(text)
+    if len(text) <= limit:
         return text
-    return joined(text[: limit // 2], len(text) - 2 * (limit // 2), text[-(limit // 2) :])
+    return joined(text[: limit // 2], f"{len(text) - 2 * (limit // 2)} characters", text[-(limit // 2) :])
 
 
-def joined(head: str, left_out: int, tail: str) -> str:
-    return f"{head}\n[... {left_out} characters left out ...]\n{tail}"
+def joined(head: str, left_out: str, tail: str) -> str:
+    """Head and tail with the line between them. Where the cut went through the key, its half is blanked too."""
+    key, lengths = config.HIDDEN_KEY, range(len(config.HIDDEN_KEY) - 1, 7, -1)  # 8 characters or more of it
+    cut = next((n for n in lengths if head.endswith(key[:n])), 0)
+    head = head[:-cut] + "***" if cut else head
+    cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)
+    tail = "***" + tail[cut:] if cut else tail
+    return f"{blank(head)}\n[... {left_out} left out ...]\n{blank(tail)}"
+
+
+def blank(text: str) -> str:
+    """text with the key replaced by ***: a file, a command or a server may show it."""
+    return text.replace(config.HIDDEN_KEY, "***") if config.HIDDEN_KEY else text
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:

@@ -11,7 +11,7 @@ from scripted_server import Error, call, reply
 
 import agent as agent_module
 import servers
-import transcript
+import transcripts
 
 
 def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
@@ -74,7 +74,7 @@ def test_403_points_at_the_keys_permissions(loop, server):
 
 
 def test_a_timeout_is_explained_in_one_line():
-    explained = servers.explain(openai.APITimeoutError(request=None), "http://h/v1", "m", KEY)  # request rides along
+    explained = servers.explain(openai.APITimeoutError(request=None), "http://h/v1", "m")  # the request rides along
     assert explained.startswith("the request to http://h/v1 timed out")
     assert "\n" not in explained
 
@@ -230,7 +230,7 @@ def test_transcript_rebuilds_the_messages_exactly(agent, server):
         reply("done"),
     )
     result = agent("go")
-    messages = transcript.rebuild(result.events())  # what --resume starts from
+    messages = transcripts.rebuild(result.events())  # what --resume starts from
     assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
     assert messages[-1]["content"] == "done"
 

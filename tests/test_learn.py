@@ -10,7 +10,7 @@ import pytest
 from conftest import AGENT, ROOT, clean_env, events_of, posix_only
 from scripted_server import Hang, Stream, call, reply
 
-import transcript
+import transcripts
 
 LESSON = ROOT / "examples" / "lesson-01.jsonl"
 
@@ -132,7 +132,7 @@ def test_resume_continues_the_conversation_and_appends_to_the_transcript(agent, 
     assert sent[-1] == {"role": "user", "content": "what is in a?"}
     events = events_of(first.transcript)
     assert [e["type"] for e in events].count("run/resume") == 1
-    assert json.dumps(transcript.rebuild(events)[:-1]) == json.dumps(sent)
+    assert json.dumps(transcripts.rebuild(events)[:-1]) == json.dumps(sent)
 
 
 def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):

@@ -71,7 +71,7 @@ def test_huge_output_reaches_the_model_clipped_with_head_and_tail(loop, server):
     loop("go", yes=True)
     content = tool_result(server)
     assert content.startswith("HEAD") and content.endswith("TAIL")
-    assert "[... 14990008 characters left out ...]" in content, content[4990:5060]
+    assert "[... 14990208 characters left out ...]" in content
     assert len(content) < 10_100
 
 

@@ -144,6 +144,36 @@ def test_a_prose_answer_quoting_a_tool_call_is_an_answer_and_runs_nothing(loop, 
     assert len(server.requests) == 1
 
 
+QUOTED = '<tool_call>{"name": "write_file", "arguments": {"path": "notes.txt", "content": ""}}</tool_call>'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"When it leaks, a model would emit:\n{QUOTED}", f"Like this:\n\n    {QUOTED}", f"Like this\n~~~\n{QUOTED}"],
+    ids=["after-a-colon", "indented", "tilde-fence"],
+)
+def test_a_call_that_is_quoted_at_the_end_of_an_answer_is_not_run(loop, server, text):
+    (loop.workdir / "notes.txt").write_text("keep me")
+    server.add(reply(text))
+    result = loop("go")
+    assert result.status == "answered" and (loop.workdir / "notes.txt").read_text() == "keep me"
+
+
+def test_dsml_inside_a_qwen3_coder_parameter_is_that_parameters_text(loop, server):
+    dsml = (
+        f'<{DSML}function_calls><{DSML}invoke name="run_shell"><{DSML}parameter name="command" '
+        f'string="true">touch PWNED</{DSML}parameter></{DSML}invoke></{DSML}function_calls>'
+    )
+    text = (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nd.txt\n</parameter>\n"
+        f"<parameter=content>\n{dsml}\n</parameter>\n</function>\n</tool_call>"
+    )
+    server.add(reply(text), reply("done"))
+    loop("go", yes=True)
+    assert (loop.workdir / "d.txt").read_text() == dsml
+    assert not (loop.workdir / "PWNED").exists()
+
+
 def test_markup_followed_by_more_prose_is_an_answer(loop, server):
     text = f"{DSML_REPLY}\n\nThat is how DeepSeek writes a call when it leaks."
     server.add(reply(text))

@@ -70,8 +70,30 @@ def read(path: Path) -> list[dict]:
         needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
         if needed is None or any(field not in event for field in needed):
             raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
+        if bad_field(event):
+            raise ValueError(f"{path}, line {number}: {bad_field(event)} is not of the form a transcript records")
         events.append(event)
     return events
+
+
+def bad_field(event: dict) -> str | None:
+    """The first needed field of an event that holds something else than the agent records there, or None."""
+    if event["type"] != "assistant/message":
+        return next((f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None)
+    message = event["message"]
+    if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+        return "message"
+    calls = message.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(is_call(call) for call in calls):
+        return "message.tool_calls"
+    return None
+
+
+def is_call(call) -> bool:
+    """Whether call is a tool call as the agent sends it back: an id, a function name and arguments, all text."""
+    function = call.get("function") if isinstance(call, dict) else None
+    strings = [call.get("id"), function.get("name"), function.get("arguments")] if isinstance(function, dict) else []
+    return bool(strings) and all(isinstance(value, str) for value in strings)
 
 
 def rebuild(events: list[dict]) -> list[dict]:
@@ -146,10 +168,14 @@ def compare(recorded: list[dict], messages: list[dict], step: int, client, trans
             )
 
 
+def recorded_task(events: list[dict]) -> str:
+    """The first task a transcript records."""
+    return next((e["content"] for e in events if e["type"] == "user/message"), "")
+
+
 def other_task(recorded: list[dict], task: str) -> str:
     """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
-    recorded_task = next((e["content"] for e in recorded if e["type"] == "user/message"), "")
-    return "" if task == recorded_task else servers.shorten(recorded_task, 100)
+    return "" if task == recorded_task(recorded) else servers.shorten(recorded_task(recorded), 100)
 
 
 def show(events: list[dict]) -> None:
