@@ -247,8 +247,9 @@ def no_answer(assistant: dict) -> str:
 
 
 def say(text: str) -> None:
-    """Progress for the person: stderr, so stdout holds only the answer. What the model or a tool wrote
-    is in it, so control characters are shown as escapes: an escape sequence could redraw the screen."""
+    """Progress for the person: stderr, so stdout holds only the answer (with --stream, each reply's text).
+    What the model or a tool wrote is in it, so control characters are shown as escapes: an escape
+    sequence could redraw the screen."""
     print(visible(text), file=sys.stderr, flush=True)
 
 
