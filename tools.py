@@ -8,6 +8,7 @@ README section "Safety" says what these limits protect, and what they do not.
 
 import codecs
 import contextlib
+import functools
 import json
 import os
 import re
@@ -55,16 +56,14 @@ def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
             tail = f.read()
         else:
             head += f.read()
-    if b"\0" in head + tail:
-        raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
-    if not tail:
-        try:
+    if b"\0" not in head + tail:
+        if tail:
+            start = head.decode("utf-8", errors="replace")[: MAX_OUTPUT // 2]  # the ends may cut a character
+            end = tail.decode("utf-8", errors="replace")[-(MAX_OUTPUT // 2) :]
+            return joined(start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end)
+        with contextlib.suppress(UnicodeDecodeError):
             return head.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text") from None
-    start = head.decode("utf-8", errors="replace")[: MAX_OUTPUT // 2]  # the ends may cut a character in two
-    end = tail.decode("utf-8", errors="replace")[-(MAX_OUTPUT // 2) :]
-    return joined(start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end)
+    raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
 
 
 def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
@@ -281,6 +280,7 @@ def shell_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
 
 
+@functools.cache  # once is enough: the setting lasts as long as the process
 def adopt_orphans() -> None:
     """On Linux, make the agent the parent of every orphan its commands leave (a child subreaper), so that
     one started with setsid or nohup, or by a shell that has exited, can still be found and ended."""
@@ -312,20 +312,22 @@ def descendants(pid: int) -> set[int]:
 def end_command(process: subprocess.Popen, before: set[int]) -> None:
     """End the command, every process it started, also those that left its process group (setsid), and
     every orphan it left to the agent since it started (those in before were there already)."""
-    for _ in range(10):  # each round ends what the round before could not see; a fork bomb stops here
-        alive = descendants(process.pid) | {p for p in children(os.getpid()) - before if p != process.pid}
-        kill_tree(process)
-        for pid in alive:
-            kill(pid)
-        if not alive:
-            break
+    end_processes(lambda: descendants(process.pid) | (children(os.getpid()) - before - {process.pid}), process)
     process.wait()
 
 
 def end_all() -> None:
     """At exit: end every process a command started that is still running (on Linux, where they are known)."""
+    end_processes(lambda: descendants(os.getpid()))
+
+
+def end_processes(find, command: subprocess.Popen | None = None) -> None:
+    """Kill what find() returns (and the command's process group), round after round until nothing is
+    left: each round ends what the round before could not see; a fork bomb stops at the tenth."""
     for _ in range(10):
-        alive = descendants(os.getpid())
+        alive = find()
+        if command:
+            kill_tree(command)
         for pid in alive:
             kill(pid)
         if not alive:

@@ -175,7 +175,8 @@ def recorded_task(events: list[dict]) -> str:
 
 def other_task(recorded: list[dict], task: str) -> str:
     """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
-    return "" if task == recorded_task(recorded) else servers.shorten(recorded_task(recorded), 100)
+    recorded_one = recorded_task(recorded)
+    return "" if task == recorded_one else servers.shorten(recorded_one, 100)
 
 
 def show(events: list[dict]) -> None:
