@@ -54,6 +54,7 @@ TIMEOUT = number("AGENT_TIMEOUT", 300)  # seconds one request to the model may t
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
+MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
 

@@ -1,37 +1,39 @@
-"""What real servers and models send, and how the agent copes with it.
+"""What real servers send, and how the agent copes with it.
 
-agent.py is written for the protocol as documented; this file holds what real servers
-need on top of it, each piece with the server or model that needs it named. A learner can
-skip it at first. The rules the agent keeps are listed, numbered, in the README section
-"What real servers need".
+agent.py is written for the protocol as documented; this file holds what real servers need
+around the one call agent.py makes, each piece with the server or model that needs it named:
+a time limit for the whole request, a stream put together, errors in the provider's words, and
+the reply made into a message every server accepts back. How model families write tool calls
+and thinking as text is in dialects.py. The rules the agent keeps are listed, numbered, in the
+README section "What real servers need". A learner can skip this file at first.
 
 The openai package is imported inside the functions that use it, so that --help, --show
 and a usage error start without loading it.
 """
 
-import bisect
 import ipaddress
 import itertools
 import json
 import re
-import sys
 import time
-from types import SimpleNamespace
+import uuid
 from urllib.parse import urlsplit
 
-from tools import blank, visible
-
-try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
-    from httpx2 import SyncByteStream
-except ImportError:  # pragma: no cover
-    from httpx import SyncByteStream
+import dialects
+from text import blank, clean_text, say, shorten
+from tools import TOOL_MAP
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
+OUTPUT_RETRIES = 2  # new tries when the provider says the model's output, not the request, was malformed
 PROMPT_CUT = (
     "the server counted fewer prompt tokens than on the step before, though the conversation only grew: "
     "it is cutting the start of the prompt (system prompt and task first). Give the model a larger "
     "context window (Ollama: OLLAMA_CONTEXT_LENGTH=32768 ollama serve, or num_ctx in a Modelfile)."
 )
+
+
+class RequestFailed(Exception):
+    """The server gave no usable reply; the message says why in a line or two, for the person."""
 
 
 # --- The client: a time limit for the whole of one request ---------------------------------------
@@ -45,7 +47,7 @@ def make_client(base_url: str, api_key: str, timeout: float):
     import openai
 
     def limit(response) -> None:  # runs when the headers have arrived, before the body is read
-        response.stream = Deadline(response.stream, response.request.extensions["started"] + timeout, response)
+        response.stream = deadline_stream(response.stream, response.request.extensions["started"] + timeout, response)
 
     def stamp(request) -> None:
         request.extensions["started"] = time.monotonic()
@@ -55,22 +57,26 @@ def make_client(base_url: str, api_key: str, timeout: float):
     return openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout, http_client=http_client)
 
 
-class Deadline(SyncByteStream):
+def deadline_stream(stream, deadline: float, response):
     """A response body that raises the SDK's APITimeoutError once its deadline has passed."""
+    import openai
 
-    def __init__(self, stream, deadline: float, response):
-        self.stream, self.deadline, self.response = stream, deadline, response
+    try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
+        from httpx2 import SyncByteStream
+    except ImportError:  # pragma: no cover
+        from httpx import SyncByteStream
 
-    def __iter__(self):
-        import openai
+    class Deadline(SyncByteStream):
+        def __iter__(self):
+            for chunk in stream:
+                if time.monotonic() > deadline:
+                    raise openai.APITimeoutError(request=response.request)
+                yield chunk
 
-        for chunk in self.stream:
-            if time.monotonic() > self.deadline:
-                raise openai.APITimeoutError(request=self.response.request)
-            yield chunk
+        def close(self) -> None:
+            stream.close()
 
-    def close(self) -> None:
-        self.stream.close()
+    return Deadline()
 
 
 def is_loopback(url: str) -> bool:
@@ -82,65 +88,44 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-# --- Streams: one reply rebuilt from its fragments -----------------------------------------------
+# --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def collect_stream(stream, model: str):
-    """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion."""
-    show = visible if sys.stdout.isatty() else str  # on a terminal, escape sequences are shown, not obeyed
-    if hasattr(stream, "choices"):  # a replay answers whole, streamed or not: print it as a stream would
-        print(show(stream.choices[0].message.content or ""), flush=True)
-        return stream
-    message = {"role": "assistant", "content": "", "tool_calls": []}
-    at_index, finish_reason, usage = {}, "incomplete_stream", None  # a stream that never says why it ended was cut
-    held = ""  # the first half of a surrogate pair whose second half is in the next chunk
-    for chunk in stream:
-        usage = chunk.usage or usage
-        if not chunk.choices:  # the usage chunk at the end has no choices
-            continue
-        delta = chunk.choices[0].delta
-        if delta.content:
-            message["content"] += delta.content
-            text, held = held + delta.content, ""
-            if "\ud800" <= text[-1] <= "\udbff":
-                text, held = text[:-1], text[-1]
-            print(show(clean_text(text)), end="", flush=True)
-        if "reasoning_content" in (delta.model_extra or {}):  # DeepSeek needs it back; see assistant_message()
-            message["reasoning_content"] = message.get("reasoning_content", "") + (delta.reasoning_content or "")
-        for piece in delta.tool_calls or []:
-            add_fragment(message["tool_calls"], at_index, piece)
-        finish_reason = chunk.choices[0].finish_reason or finish_reason
-    if message["content"]:
-        print(flush=True)
-    return completion(message, finish_reason, usage, model)
+def answer(create, base_url: str, model: str):
+    """What create() (the one call to the model) returned, as one whole ChatCompletion; RequestFailed
+    with one line in the provider's words if there is none. Asked again when the provider says that the
+    model's output, not the request, was malformed (Groq's tool_use_failed)."""
+    import openai
+
+    for attempt in range(OUTPUT_RETRIES + 1):
+        try:
+            return whole_reply(create(), model)
+        except (openai.APIError, ValueError, RecursionError) as e:  # the SDK lets a body that is not JSON through
+            if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
+                say(f"agent: the provider could not read the model's tool call ({error_text(e)}); asking again")
+                continue
+            raise RequestFailed(explain(e, base_url, model)) from None
+        except (AttributeError, TypeError) as e:  # chunks of another shape: the SDK builds them without checking
+            raise RequestFailed(f"the server sent a stream that is not a chat completion stream ({e})") from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
-def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
-    """Add one streamed tool-call fragment: the first at an index brings id, type and name, the rest arguments."""
-    call = at_index.get(piece.index or 0)
-    if call is None or (piece.id and call["id"] and piece.id != call["id"]):  # Ollama: a new id at the same index
-        call = {"id": piece.id, "type": piece.type or "function", "function": {"name": "", "arguments": ""}}
-        at_index[piece.index or 0] = call
-        calls.append(call)
-    if piece.function and piece.function.name and not call["function"]["name"]:
-        call["function"]["name"] = piece.function.name
-    if piece.function and piece.function.arguments:
-        call["function"]["arguments"] += piece.function.arguments
-
-
-def completion(message: dict, finish_reason: str | None, usage, model: str):
-    """A ChatCompletion built as the SDK builds a live reply (model_construct: DeepSeek's finish reasons pass)."""
-    from openai.types.chat import ChatCompletion
-
-    choices = [{"index": 0, "message": message, "finish_reason": finish_reason}]
-    return ChatCompletion.model_construct(
-        id="local", object="chat.completion", created=0, model=model, usage=usage, choices=choices
-    )
-
-
-# --- Arguments as models write them --------------------------------------------------------------
-
-FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)  # ```json ... ``` around the whole
+def whole_reply(resp, model: str):
+    """The reply, a stream put together; RequestFailed if it is an error or not a chat completion."""
+    if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
+        resp = collect_stream(resp, model)
+    error = (getattr(resp, "model_extra", None) or {}).get("error")  # a 200 body that carries an error
+    choices = getattr(resp, "choices", None)
+    if isinstance(choices, list) and choices:
+        error = error or (getattr(choices[0], "model_extra", None) or {}).get("error")  # OpenRouter: in the choice
+        if getattr(choices[0], "finish_reason", None) == "error":
+            error = error or "no message from the server"
+    if error:
+        raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
+    problem = reply_problem(resp)  # the SDK builds a reply without checking its shape
+    if problem:
+        raise RequestFailed(f"the server sent a reply with {problem}: {shorten(blank(str(resp)), 300)}")
+    return resp
 
 
 def reply_problem(resp) -> str | None:
@@ -158,169 +143,133 @@ def reply_problem(resp) -> str | None:
     return None
 
 
-def clean_text(value) -> str:
-    """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split across two
-    stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8. Content sent
-    as a list of parts (OpenAI's content array) is their text, joined."""
-    if isinstance(value, list):
-        value = "".join(p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
-    if not isinstance(value, str):
-        return ""
-    return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+# --- Streams: one reply rebuilt from its fragments -----------------------------------------------
 
 
-def clean_arguments(raw) -> tuple[str, str | None]:
-    """A tool call's arguments as valid JSON text to send back, and what was repaired (None if nothing).
-
-    Valid JSON is kept byte for byte, so that every later request begins with the same bytes (rule 7).
-    Arguments a model wrote sloppily but unambiguously are re-encoded once, here. What cannot be read is
-    kept as a JSON string, for llama.cpp's --jinja server parses earlier calls' arguments and answers 500
-    on invalid JSON; call_tool() then tells the model what it sent."""
-    if isinstance(raw, (dict, list)):  # some servers send an object, not a string
-        try:
-            raw = json.dumps(raw, ensure_ascii=False)
-        except RecursionError:
-            raw = "[nested too deep]"
-    raw = clean_text(raw)
-    if not raw.strip() or raw.strip() == "null":  # null: a call with no arguments
-        return "{}", None
-    try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
-        args, how = parse_sloppy(raw)
-        return (json.dumps(args, ensure_ascii=False), how) if args is not None else (json.dumps(raw), None)
-    if isinstance(value, str):  # encoded twice: a JSON string holding the object, or holding anything
-        args, _ = parse_sloppy(value)
-        return (json.dumps(args, ensure_ascii=False), "arguments encoded twice") if args is not None else (raw, None)
-    return raw, None
-
-
-def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
-    """A JSON object as small models write it, and how it was read; (None, None) if it is not one."""
-    fenced = FENCE.match(text)
-    attempts = [(text, True, None), (text, False, "raw control characters (a newline or tab) inside a JSON string")]
-    if fenced:
-        attempts += [
-            (fenced.group(1), strict, "arguments wrapped in a Markdown code fence") for strict in (True, False)
-        ]
-    for candidate, strict, how in attempts:
-        try:
-            value = json.loads(candidate, strict=strict)
-        except (ValueError, RecursionError):
+def collect_stream(stream, model: str):
+    """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
+    Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
+    message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
+    finish_reason, usage, error = "incomplete_stream", None, None  # a stream that never says why it ended was cut
+    printer = dialects.Printer(TOOL_MAP)
+    for chunk in stream:
+        usage = chunk.usage or usage
+        if not chunk.choices:  # the usage chunk at the end has no choices
             continue
-        if isinstance(value, dict):
-            return value, how
-    return None, None
+        choice = chunk.choices[0]
+        delta = choice.delta.model_dump(mode="json", exclude_unset=True, warnings=False)
+        for piece in delta.pop("tool_calls", None) or []:
+            add_fragment(calls, at_index, piece)
+        message = merge(message, delta)
+        printer.add(delta.get("content"))
+        finish_reason = choice.finish_reason or finish_reason
+        error = error or (choice.model_extra or {}).get("error")
+    printer.end(message["content"])
+    if error:  # OpenRouter: an error in the last chunk's choice, with finish_reason "error"
+        raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
+    if calls:
+        message["tool_calls"] = calls
+    return completion(message, finish_reason, usage, model)
 
 
-# --- Tool calls written as text ------------------------------------------------------------------
-
-# DeepSeek's DSML, wrapped in function_calls or tool_calls, with the fullwidth bar U+FF5C or an ASCII |.
-BAR = "[\uff5c|]"
-DSML_BLOCK = re.compile(
-    rf"<{BAR}DSML{BAR}(function_calls|tool_calls)>(?P<body>.*?)</{BAR}DSML{BAR}(?:function_calls|tool_calls)>", re.S
-)
-DSML_INVOKE = re.compile(
-    rf'<{BAR}DSML{BAR}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>.*?)</{BAR}DSML{BAR}invoke>', re.S
-)
-DSML_PARAMETER = re.compile(
-    rf'<{BAR}DSML{BAR}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>.*?)</{BAR}DSML{BAR}parameter>', re.S
-)
-# Hermes and Qwen: <tool_call>{"name": ..., "arguments": {...}}</tool_call>, or Qwen3-coder's XML inside it.
-TOOL_CALL_BLOCK = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.S)
-XML_FUNCTION = re.compile(r"^\s*<function=(?P<name>[^>\s]+)>(?P<body>.*?)</function>\s*$", re.S)
-XML_PARAMETER = re.compile(r"<parameter=(?P<name>[^>\s]+)>\n?(?P<value>.*?)\n?</parameter>", re.S)
-OPENING = re.compile(rf"^(<{BAR}DSML{BAR}(?:function_calls|tool_calls)>|<tool_call>)", re.M)  # not indented
-FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
-SERVER_FIX = {
-    "DSML": "DeepSeek's API sometimes does this; nothing to set, the agent recovers the calls",
-    "tool_call": "the server did not parse the model's tool calls: start llama.cpp with --jinja, "
-    "vLLM with --enable-auto-tool-choice --tool-call-parser hermes (qwen3_coder for Qwen3-Coder)",
-}
+def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
+    """Add one streamed tool-call fragment: the first at an index brings id, type and name, the rest arguments."""
+    if not isinstance(piece, dict):
+        raise TypeError(f"a tool call fragment that is not an object: {shorten(str(piece), 80)}")
+    index = piece.pop("index", 0) or 0
+    call = at_index.get(index)
+    if call is None or (piece.get("id") and call.get("id") and piece["id"] != call["id"]):  # Ollama: a new id
+        call = at_index[index] = {}
+        calls.append(call)
+    call.update(merge(call, piece))
 
 
-def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
-    """Tool calls a model wrote as text in content, when the server sent no tool_calls.
+JOINED = ("content", "arguments", "reasoning", "reasoning_content", "text", "refusal", "summary", "data")
 
-    Returns (calls, the text before them, what happened); ([], content, []) when there are none. Markup counts
-    only where a leaked call stands: at the start of a line, outside a code block (``` or ~~~ fences, or
-    indented), not after a colon that introduces it, with nothing but more calls after it, every call naming a
-    known tool with arguments that parse. An answer that explains or quotes a tool call is an answer."""
-    start = first_opening(content)
-    if start is None or content[:start].rstrip().endswith(":"):  # "a call looks like this:" quotes one
-        return [], content, []
-    calls = parse_markup(content[start:], known)
-    if not calls:
-        return [], content, []
-    kind = "DSML" if "DSML" in content[start : start + 20] else "tool_call"
-    names = ", ".join(c.function.name for c in calls)
-    happened = (
-        f"the model wrote {len(calls)} tool call(s) as {kind} text ({names}): run as real calls; {SERVER_FIX[kind]}"
+
+def merge(old, new, key: str = ""):
+    """A streamed field with the next fragment added: text joined (content, arguments, reasoning, ...), objects
+    merged key by key, list items merged by their index (OpenRouter's reasoning_details); any other value the
+    last one sent."""
+    if old is None or new is None:
+        return new if old is None else old
+    if key in JOINED and not (isinstance(old, str) and isinstance(new, str)):
+        raise TypeError(f"a streamed {key} that is not text: {shorten(repr(new), 80)}")
+    if isinstance(old, str) and isinstance(new, str):
+        return old + new if key in JOINED else new or old
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {**old, **{k: merge(old.get(k), v, k) for k, v in new.items()}}
+    if isinstance(old, list) and isinstance(new, list):
+        merged = list(old)
+        for item in new:
+            same = [i for i, o in enumerate(merged) if isinstance(o, dict) and isinstance(item, dict)
+                    and "index" in item and o.get("index") == item["index"]]  # fmt: skip
+            if same:
+                merged[same[0]] = merge(merged[same[0]], item)
+            else:
+                merged.append(item)
+        return merged
+    return new
+
+
+def completion(message: dict, finish_reason: str | None, usage, model: str):
+    """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish reasons pass)."""
+    from openai.types.chat import ChatCompletion
+
+    choices = [{"index": 0, "message": message, "finish_reason": finish_reason}]
+    return ChatCompletion.construct(
+        id="local", object="chat.completion", created=0, model=model, usage=usage, choices=choices
     )
-    return calls, content[:start].rstrip(), [happened]
 
 
-def first_opening(content: str) -> int | None:
-    """Where the first tool-call markup starts a line outside a fenced block; None if nowhere."""
-    fences = [m.start() for m in FENCE_LINE.finditer(content)]
-    for match in OPENING.finditer(content):
-        if bisect.bisect(fences, match.start()) % 2 == 0:  # an even number of fences before: not in a block
-            return match.start()
-    return None
+# --- The reply as the message sent back ----------------------------------------------------------
 
 
-def parse_markup(text: str, known) -> list:
-    """The calls in text that is nothing but tool-call blocks, in order; [] if anything else is there or any
-    call is bad. Markup inside a block (a <tool_call> in a DSML parameter) is that block's text."""
-    calls, at = [], 0
-    while at < len(text.rstrip()):
-        at = len(text) - len(text[at:].lstrip())
-        block = DSML_BLOCK.match(text, at) or TOOL_CALL_BLOCK.match(text, at)
-        if not block:
-            return []
-        calls += parse_dsml(block.group("body")) if block.re is DSML_BLOCK else parse_tool_call(block.group("body"))
-        at = block.end()
-    if not calls or any(c is None or c.function.name not in known for c in calls):
-        return []
-    return calls
+def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
+    """The reply as the message to append and send back, and what had to be repaired in it.
+
+    Every field the server sent goes back unchanged (rule 2: DeepSeek's reasoning_content, OpenRouter's
+    reasoning and reasoning_details, Gemini's thought signatures on tool calls, whatever comes next),
+    but for what every server needs made explicit (rule 1): content a string, never null (Ollama's and
+    Mistral's templates reject null), and each tool call with a unique id, a type and JSON arguments."""
+    sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
+    message = {"role": "assistant", **{k: clean(v) for k, v in sent.items() if k not in ("role", "tool_calls")}}
+    message["content"] = clean_text(sent.get("content"))
+    calls, repairs = sent.get("tool_calls") or [], []
+    if not calls and message["content"]:  # a tool call written as text, when the server did not parse it
+        calls, message["content"], repairs = dialects.recover_tool_calls(message["content"], TOOL_MAP)
+    if calls:
+        taken = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+        message["tool_calls"] = [tool_call(call, taken, repairs) for call in calls]
+    return message, repairs
 
 
-def parse_dsml(body: str) -> list:
-    """The invokes of one DSML block, as tool calls; None for one whose arguments cannot be read."""
-    calls = []
-    for invoke in DSML_INVOKE.finditer(body):
-        args = {}
-        for parameter in DSML_PARAMETER.finditer(invoke.group("body")):
-            value = parameter.group("value")
-            if 'string="false"' in parameter.group("attrs"):  # DeepSeek marks non-string values so
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    return [None]
-            args[parameter.group("name")] = value
-        calls.append(text_call(invoke.group("name"), args))
-    return calls or [None]
+def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
+    """One tool call with a unique id, a type and its arguments as a valid JSON string; its other fields kept."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}  # none for a "custom" call
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id.strip() or call_id in taken:
+        call_id = f"call_{uuid.uuid4().hex[:24]}"  # some local servers send none, or the same every time
+    taken.add(call_id)
+    arguments, repair = dialects.clean_arguments(function.get("arguments"))
+    if repair:
+        repairs.append(repair)
+    name = dialects.tool_name(clean_text(function.get("name")), TOOL_MAP)
+    function = {**clean(function), "name": name, "arguments": arguments}
+    kept = {k: clean(v) for k, v in call.items() if k not in ("id", "type", "function", "index")}
+    return {"id": call_id, "type": "function", "function": function, **kept}
 
 
-def parse_tool_call(body: str) -> list:
-    """One <tool_call> block, JSON (Hermes, Qwen) or XML (Qwen3-coder), as a tool call; None if unreadable."""
-    xml = XML_FUNCTION.match(body)
-    if xml:
-        args = {p.group("name"): p.group("value") for p in XML_PARAMETER.finditer(xml.group("body"))}
-        return [text_call(xml.group("name"), args)]
-    value, _ = parse_sloppy(body.strip())
-    if value is None or not isinstance(value.get("name"), str):
-        return [None]
-    args = value.get("arguments", value.get("parameters", {}))
-    if isinstance(args, str):
-        args, _ = parse_sloppy(args) if args.strip() else ({}, None)
-    return [text_call(value["name"], args)] if isinstance(args, dict) else [None]
-
-
-def text_call(name: str, args: dict):
-    """A recovered call shaped like the SDK's tool call; it has no id, so tool_call() gives it one."""
-    function = SimpleNamespace(name=name.strip(), arguments=json.dumps(args, ensure_ascii=False))
-    return SimpleNamespace(id=None, type="function", function=function)
+def clean(value):
+    """A value the server sent, with every string in it made valid Unicode (clean_text)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
 
 
 # --- Tokens: what each provider reports ----------------------------------------------------------
@@ -367,7 +316,7 @@ def explain(error: Exception, base_url: str, model: str) -> str:
     """One or two lines about a failed request: what happened, the server's words, what to check."""
     import openai
 
-    detail = server_message(error)
+    detail = error_text(error)
     if isinstance(error, openai.APITimeoutError):
         return f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up and not overloaded."
     if isinstance(error, openai.APIConnectionError):
@@ -377,7 +326,9 @@ def explain(error: Exception, base_url: str, model: str) -> str:
         return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
     if isinstance(error, RecursionError):
         return "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
-    status = getattr(error, "status_code", "?")
+    if not isinstance(error, openai.APIStatusError):  # an error event in the middle of a stream (OpenRouter)
+        return f"the server reported an error in the middle of its reply: {detail}"
+    status = error.status_code
     hint = {
         401: "Check AGENT_API_KEY (or DEEPSEEK_API_KEY) in your environment or .env.",
         402: "Check your balance with the provider.",
@@ -397,16 +348,30 @@ def explain(error: Exception, base_url: str, model: str) -> str:
     return f"the server answered HTTP {status}: {detail}\n{hint}"
 
 
-def server_message(error: Exception) -> str:
-    """The server's own error text, one line, with the key blanked out before it is cut."""
-    body = getattr(error, "body", None)
+def error_text(error) -> str:
+    """The provider's own words for an error, one line: its message and, if it gave one, its code. error is an
+    exception (its body is read) or a body as sent: an object ({"error": {"message", "code"}}, vLLM's flat
+    {"message", "type"}, FastAPI's {"detail"}), a list of those (Gemini) or plain text. The key is blanked
+    out before the text is cut."""
+    body = getattr(error, "body", error) if isinstance(error, Exception) else error
+    if isinstance(body, list) and body:  # Gemini's OpenAI-compatible endpoint: [{"error": {...}}]
+        body = body[0]
+    if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
+        body = body["error"]
     if isinstance(body, dict):
-        body = body.get("error", body)
-    text = body.get("message", body) if isinstance(body, dict) else body or str(error)
-    return shorten(blank(str(text)), 400)
+        message = next((body[k] for k in ("message", "detail", "msg") if isinstance(body.get(k), str)), None)
+        code = next((body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))), None)
+        text = message or json.dumps(body, ensure_ascii=False, default=str)
+        text += f" ({code})" if code is not None and str(code) not in text else ""
+    elif isinstance(body, str) and body.strip():
+        text = body
+    else:
+        text = getattr(error, "message", None) or str(error)
+    return shorten(blank(text), 400)
 
 
-def shorten(text: str, limit: int) -> str:
-    """One line of at most limit characters."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def error_code(error) -> str | None:
+    """The code an error body gives (Groq: "tool_use_failed"), or None."""
+    body = getattr(error, "body", None)
+    body = body.get("error", body) if isinstance(body, dict) else body
+    return body.get("code") if isinstance(body, dict) else None

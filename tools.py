@@ -21,14 +21,10 @@ import uuid
 from pathlib import Path
 
 import config
+from text import clip, joined, say, shorten, visible
 
-WORKDIR = config.WORKDIR  # the default workspace; --workdir gives another, passed in as workdir=
-SHELL_TIMEOUT = config.SHELL_TIMEOUT
 KILL_GRACE = 5  # seconds to collect the output of a killed command
-MAX_OUTPUT = config.MAX_OUTPUT
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
-# Shown to a terminal as escapes, never interpreted: C0 and C1 controls but newline and tab, and bidi overrides.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 SPACES = re.compile(r"[ \t]{16,}")
 
 
@@ -36,7 +32,42 @@ class ToolError(Exception):
     """A refusal or failure, told to the model as it is."""
 
 
-def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
+def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, bool]:
+    """Run one tool call, from its name and arguments (a JSON string) to the text the model reads back.
+    Return (result, ok); every failure is a result the model can read."""
+    try:
+        args = check_args(name, arguments)
+        if name == "run_shell" and not yes:
+            consent(args["command"])  # the person says yes or no at the terminal; no raises ToolError
+        result, ok = TOOL_MAP[name](**args, workdir=workdir), True
+    except ToolError as e:
+        result, ok = f"error: {e}", False
+    except Exception as e:  # noqa: BLE001 -- a bug or an OS error in a tool is news for the model, not a crash
+        result, ok = f"error: {type(e).__name__}: {e}", False
+    return clip(result), ok  # the key blanked out (a file or a command may show it), at most MAX_OUTPUT long
+
+
+def check_args(name: str, arguments: str) -> dict:
+    """The call's arguments, checked against what TOOLS shows the model; ToolError says what is wrong."""
+    if name not in TOOL_MAP:
+        raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}")
+    args = json.loads(arguments)  # valid JSON: servers.reply_message() made it so
+    if isinstance(args, str):  # what the model sent was not JSON; it was kept as a JSON string
+        raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")
+    if not isinstance(args, dict):
+        raise ToolError(f"arguments must be a JSON object, not {type(args).__name__}")
+    expected = parameters(name)
+    missing = [p for p in expected if p not in args]
+    unexpected = [p for p in args if p not in expected]
+    if missing or unexpected:
+        raise ToolError(
+            f"{name} takes {', '.join(expected)}; "
+            f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
+        )
+    return args
+
+
+def read_file(path: str, *, workdir: Path) -> str:
     """Return the text of a UTF-8 file in the workspace (the head and tail of a long one)."""
     target = resolve(path, workdir)
     if target.is_dir():
@@ -50,23 +81,24 @@ def read_file(path: str, *, workdir: Path = WORKDIR) -> str:
         if not stat.S_ISREG(size.st_mode):
             raise ToolError(f"{path} is not a regular file (a FIFO, socket or device); it was not read")
         # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8: read no more.
-        head, tail = f.read(2 * MAX_OUTPUT), b""
-        if size.st_size > 4 * MAX_OUTPUT:
-            f.seek(-2 * MAX_OUTPUT, os.SEEK_END)
+        limit = config.MAX_OUTPUT
+        head, tail = f.read(2 * limit), b""
+        if size.st_size > 4 * limit:
+            f.seek(-2 * limit, os.SEEK_END)
             tail = f.read()
         else:
             head += f.read()
     if b"\0" not in head + tail:
         if tail:
-            start = head.decode("utf-8", errors="replace")[: MAX_OUTPUT // 2]  # the ends may cut a character
-            end = tail.decode("utf-8", errors="replace")[-(MAX_OUTPUT // 2) :]
+            start = head.decode("utf-8", errors="replace")[: limit // 2]  # the ends may cut a character
+            end = tail.decode("utf-8", errors="replace")[-(limit // 2) :]
             return joined(start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end)
         with contextlib.suppress(UnicodeDecodeError):
             return head.decode("utf-8")
     raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
 
 
-def write_file(path: str, content: str, *, workdir: Path = WORKDIR) -> str:
+def write_file(path: str, content: str, *, workdir: Path) -> str:
     """Write content to a file in the workspace, replacing it whole."""
     if isinstance(content, (dict, list)):  # a small model's way of writing a JSON file
         content = json.dumps(content, indent=2, ensure_ascii=False)
@@ -109,7 +141,7 @@ def is_configuration(relative: Path) -> bool:
     return ".git" in parts or parts[-1] in (".env", ".envrc") or parts[-1].startswith(".env.")
 
 
-def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_TIMEOUT) -> str:
+def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> str:
     """Run a shell command in the workspace; return its output and exit status.
 
     It runs without asking: the agent asks the person first (consent() below). The output is read as it
@@ -118,7 +150,8 @@ def run_shell(command: str, *, workdir: Path = WORKDIR, timeout: float = SHELL_T
         raise ToolError("command must be one non-empty string, the command line as typed in a shell")
     adopt_orphans()
     # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip() then keeps it whole.
-    before, process, output = children(os.getpid()), None, Capture(MAX_OUTPUT - 200)
+    before, process, output = children(os.getpid()), None, Capture(config.MAX_OUTPUT - 200)
+    timeout = timeout or config.SHELL_TIMEOUT
     try:
         process = subprocess.Popen(
             command,
@@ -189,26 +222,19 @@ def consent(command: str) -> None:
     if not is_command(command):
         return  # run_shell refuses it without running anything
     if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
-        print("agent: declined a shell command: nobody could be asked; pass --yes to allow them", file=sys.stderr)
+        say("agent: declined a shell command: nobody could be asked; pass --yes to allow them")
         raise ToolError("declined: the user could not be asked (no terminal) and did not start the agent with --yes")
     lines = command.split("\n")
     # A long run of spaces could push the start of a line off the screen: it is shown as its length.
     shown = "\n".join(f"    {SPACES.sub(lambda m: f'[{len(m.group())} spaces]', visible(line))}" for line in lines)
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
-    sys.stderr.write(f"\n{shown}\n\n{count}Run this command? [y/N] ")
-    sys.stderr.flush()
+    say(f"\n{shown}\n\n{count}Run this command? [y/N] ", end="")
     answer = sys.stdin.readline().strip()
     if answer.lower() in ("y", "yes"):
         return
     first, _, rest = answer.partition(" ")
     reason = rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else answer  # "n use ls -la instead"
     raise ToolError(f"declined by the user: {reason}" if reason else "declined by the user")
-
-
-def visible(text: str) -> str:
-    """text with control characters and bidi overrides written as escapes (\\x1b, \\r, \\u202e), so that a
-    terminal shows them instead of obeying them. Newlines and tabs stay."""
-    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def resolve(path: str, workdir: Path) -> Path:
@@ -357,33 +383,6 @@ else:
         """End the command and every process it started: its whole process group."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-
-
-# --- What the model gets back ----------------------------------------------------------------------
-
-
-def clip(text: str, limit: int = MAX_OUTPUT) -> str:
-    """What the model gets of a tool result: the key blanked out, then at most limit characters, the head
-    and the tail, with a line that says how much was left out."""
-    text = blank(text)
-    if len(text) <= limit:
-        return text
-    return joined(text[: limit // 2], f"{len(text) - 2 * (limit // 2)} characters", text[-(limit // 2) :])
-
-
-def joined(head: str, left_out: str, tail: str) -> str:
-    """Head and tail with the line between them. Where the cut went through the key, its half is blanked too."""
-    key, lengths = config.HIDDEN_KEY, range(len(config.HIDDEN_KEY) - 1, 7, -1)  # 8 characters or more of it
-    cut = next((n for n in lengths if head.endswith(key[:n])), 0)
-    head = head[:-cut] + "***" if cut else head
-    cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)
-    tail = "***" + tail[cut:] if cut else tail
-    return f"{blank(head)}\n[... {left_out} left out ...]\n{blank(tail)}"
-
-
-def blank(text: str) -> str:
-    """text with the key replaced by ***: a file, a command or a server may show it."""
-    return text.replace(config.HIDDEN_KEY, "***") if config.HIDDEN_KEY else text
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:

@@ -8,14 +8,14 @@ with its recorded replies, --show prints it.
 """
 
 import json
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
 import config
 import servers
-from tools import visible
+from text import say, shorten, visible
+from tools import TOOLS
 
 # The fields each event needs for --show, --replay and --resume.
 EVENT_FIELDS = {
@@ -33,6 +33,16 @@ def record(transcript, event: str, **fields) -> None:
         line = {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
         transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
         transcript.flush()
+
+
+def record_message(transcript, message: dict, **details) -> None:
+    """Record a message the conversation gained, as the event that rebuild() reads back."""
+    if message["role"] == "user":
+        record(transcript, "user/message", content=message["content"], **details)
+    elif message["role"] == "assistant":
+        record(transcript, "assistant/message", message=message, **details)
+    else:
+        record(transcript, "tool/result", call_id=message["tool_call_id"], content=message["content"], **details)
 
 
 def open_file(path: Path | None, mode: str = "x"):
@@ -64,7 +74,7 @@ def read(path: Path) -> list[dict]:
             event = json.loads(line)
         except (ValueError, RecursionError):
             if number == lines[-1][0] and not line.endswith("\n"):  # a run killed while writing its last line
-                print(f"agent: {path}, line {number}: cut off, skipped", file=sys.stderr)
+                say(f"agent: {path}, line {number}: cut off, skipped")
                 continue
             raise ValueError(f"{path}, line {number}: not JSON") from None
         needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
@@ -115,27 +125,43 @@ class ReplayEnded(Exception):
     """The run asked for more replies than the transcript recorded."""
 
 
-def replay_client(events: list[dict], path: Path, transcript=None) -> SimpleNamespace:
+class Replay:
     """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
 
     Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run.
     Before each reply it compares the tool results the run produced with those recorded at that point: a
-    recorded reply that follows other results may say what no tool said, so the person is told, on stderr
-    and in the transcript, and the client's diverged_at names the first step that differed."""
-    steps = recorded_steps(events)
-    client = SimpleNamespace(base_url=f"replay of {path}", diverged_at=None)
+    recorded reply that follows other results may say what no tool said, so the person is told at that step,
+    and diverged lists each result that differed."""
 
-    def create(model: str, messages: list[dict], **request):
+    def __init__(self, events: list[dict], path: Path):
+        self.events, self.base_url, self.diverged = events, f"replay of {path}", []
+        self.steps = recorded_steps(events)
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+    def create(self, model: str, messages: list[dict], **request):
         step = len([m for m in messages if m["role"] == "assistant"])  # replies given so far in this run
-        if 0 < step <= len(steps):
-            compare(steps[step - 1][1], messages, step, client, transcript)
-        if step >= len(steps):
+        if 0 < step <= len(self.steps):
+            self.compare(self.steps[step - 1][1], messages, step)
+        if step >= len(self.steps):
             raise ReplayEnded("the transcript has no more recorded replies")
-        event = steps[step][0]
+        event = self.steps[step][0]
         return servers.completion(event["message"], event.get("finish_reason"), event.get("usage"), model)
 
-    client.chat = SimpleNamespace(completions=SimpleNamespace(create=create))
-    return client
+    def compare(self, recorded: list[dict], messages: list[dict], step: int) -> None:
+        """Say which tool results of this step differ from the recording, and keep them in diverged."""
+        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        now = [m["content"] for m in messages[last + 1 :] if m["role"] == "tool"]
+        for event, content in zip(recorded, now, strict=False):
+            if content != event["content"]:
+                shown = f"recorded: {shorten(event['content'], 80)!r}, now {shorten(content, 80)!r}"
+                say(f"replay: step {step}: {event['name']} gave another result than {shown}")
+                self.diverged.append({"step": step, "call_id": event["call_id"], "recorded": event["content"],
+                                      "now": content})  # fmt: skip
+
+    def other_task(self, task: str) -> str:
+        """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
+        recorded_one = recorded_task(self.events)
+        return "" if task == recorded_one else shorten(recorded_one, 100)
 
 
 def recorded_steps(events: list[dict]) -> list[tuple[dict, list[dict]]]:
@@ -149,34 +175,9 @@ def recorded_steps(events: list[dict]) -> list[tuple[dict, list[dict]]]:
     return steps
 
 
-def compare(recorded: list[dict], messages: list[dict], step: int, client, transcript) -> None:
-    """Warn about each tool result of this step that differs from the recording."""
-    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
-    now = [m["content"] for m in messages[last + 1 :] if m["role"] == "tool"]
-    for event, content in zip(recorded, now, strict=False):
-        if content != event["content"]:
-            client.diverged_at = client.diverged_at or step
-            shown = f"recorded: {servers.shorten(event['content'], 80)!r}, now {servers.shorten(content, 80)!r}"
-            print(visible(f"replay: step {step}: {event['name']} gave another result than {shown}"), file=sys.stderr)
-            record(
-                transcript,
-                "replay/diverged",
-                step=step,
-                call_id=event["call_id"],
-                recorded=event["content"],
-                now=content,
-            )
-
-
 def recorded_task(events: list[dict]) -> str:
     """The first task a transcript records."""
     return next((e["content"] for e in events if e["type"] == "user/message"), "")
-
-
-def other_task(recorded: list[dict], task: str) -> str:
-    """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
-    recorded_one = recorded_task(recorded)
-    return "" if task == recorded_one else servers.shorten(recorded_one, 100)
 
 
 def show(events: list[dict]) -> None:
@@ -199,10 +200,18 @@ def shown(events: list[dict]):
             if message.get("content"):
                 yield f"\nassistant: {message['content']}"
             for call in message.get("tool_calls", []):
-                yield f"  → {call['function']['name']}({servers.shorten(call['function']['arguments'], 300)})"
+                yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
             used.append(servers.count_tokens(event.get("usage")))
         elif kind == "tool/result":
-            yield f"  {'←' if event.get('ok') else '✗'} {servers.shorten(event['content'], 300)}"
+            yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
         elif kind == "turn/end":
             yield f"[turn ended: {event['status']}]"
     yield f"[total: {servers.describe_tokens(servers.total_tokens(used))}]"
+
+
+def trace_request(model: str, messages: list[dict]) -> None:
+    """--trace: what this request adds to the conversation (the rest was sent before)."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
+    names = ", ".join(t["function"]["name"] for t in TOOLS)
+    say(f"── request: model {model}, tools {names}, {len(messages)} messages; new since the last request:")
+    say(json.dumps(messages[last:], indent=2, ensure_ascii=False))

@@ -107,7 +107,7 @@ def test_an_api_error_exits_1_with_one_line_and_no_traceback(agent, server):
 def test_a_reply_that_is_not_a_completion_exits_1(loop, server):
     server.add({"error": {"message": "provider overloaded"}})
     result = loop("go")
-    assert_one_clear_line(result, "no choices", "provider overloaded")
+    assert_one_clear_line(result, "reported an error instead of a reply: provider overloaded")
 
 
 def test_a_reply_that_is_not_json_exits_1(loop, server):

@@ -70,7 +70,7 @@ def test_reasoning_content_is_passed_back(loop, server):
     )
     loop("look")
     assert server.messages(1)[2]["reasoning_content"] == "I should look."
-    assert server.messages(2)[4]["reasoning_content"] == ""
+    assert server.messages(2)[4]["reasoning_content"] is None  # sent back as it came
 
 
 def test_reasoning_content_is_not_invented(loop, server):

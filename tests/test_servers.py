@@ -87,7 +87,7 @@ def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
     [sent] = assistant["tool_calls"]
     assert sent["id"].startswith("call_") and sent["function"]["name"] == "write_file"
     assert tool_messages(server.messages(1))[0]["tool_call_id"] == sent["id"]
-    assert "as DSML text (write_file)" in result.stderr
+    assert "as DeepSeek V3.2 DSML text (write_file)" in result.stderr
     assert "DSML" in result.events()[1]["repairs"][0]
 
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import AGENT, KEY, clean_env, events_of, linux_only, open_fifo, posix_only, read_fifo
 from scripted_server import Error, Hang, Stream, call, reply
 
+import config
 import tools
 from tools import ToolError
 
@@ -129,8 +130,8 @@ def test_the_key_cut_in_two_by_clipping_shows_neither_half(tmp_path, monkeypatch
 
     monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
     # Ten characters of the key in the head that each keeps (run_shell keeps 100 fewer, for its own lines).
-    (tmp_path / "read.txt").write_text("x" * (tools.MAX_OUTPUT // 2 - 10) + KEY + "y" * 60_000)
-    (tmp_path / "cat.txt").write_text("x" * ((tools.MAX_OUTPUT - 200) // 2 - 10) + KEY + "y" * 60_000)
+    (tmp_path / "read.txt").write_text("x" * (config.MAX_OUTPUT // 2 - 10) + KEY + "y" * 60_000)
+    (tmp_path / "cat.txt").write_text("x" * ((config.MAX_OUTPUT - 200) // 2 - 10) + KEY + "y" * 60_000)
     text = tools.read_file("read.txt", workdir=tmp_path)
     output = tools.run_shell("cat cat.txt", workdir=tmp_path)
     assert KEY[:10] not in text and KEY[:10] not in output
@@ -213,7 +214,7 @@ def test_read_file_reads_no_more_of_a_large_file_than_it_can_return(tmp_path):
     tracemalloc.stop()
     assert peak < 2_000_000
     assert text.startswith("HEADaaa") and text.endswith("aaaTAIL")
-    assert "\n[... 49990008 bytes left out ...]\n" in text and len(text) == tools.MAX_OUTPUT + 35
+    assert "\n[... 49990008 bytes left out ...]\n" in text and len(text) == config.MAX_OUTPUT + 35
 
 
 @posix_only
@@ -224,7 +225,6 @@ def test_read_file_refuses_a_fifo_without_waiting_for_a_writer(tmp_path):
 
 
 def test_a_reply_with_too_many_calls_runs_max_calls_and_answers_the_rest_not_run(loop, server):
-    import agent
 
     (loop.workdir / "big.txt").write_text("b" * 20_000)
     calls = [call("read_file", {"path": "big.txt"}, id=f"c{i}") for i in range(1500)]
@@ -232,9 +232,9 @@ def test_a_reply_with_too_many_calls_runs_max_calls_and_answers_the_rest_not_run
     result = loop("go")
     results = [m["content"] for m in server.messages(1) if m["role"] == "tool"]
     assert result.status == "answered" and len(results) == 1500
-    assert sum(not r.startswith("not run") for r in results) == agent.MAX_CALLS
+    assert sum(not r.startswith("not run") for r in results) == config.MAX_CALLS
     added = sum(len(r) for r in results)
-    assert added < agent.MAX_CALLS * (tools.MAX_OUTPUT + 100) + 1500 * 100
+    assert added < config.MAX_CALLS * (config.MAX_OUTPUT + 100) + 1500 * 100
 
 
 # 6. No traceback from hostile structure.
@@ -387,7 +387,7 @@ def test_a_timeout_keeps_the_count_of_what_was_left_out(tmp_path):
     with pytest.raises(ToolError) as caught:
         tools.run_shell(f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}", workdir=tmp_path, timeout=1)
     result = tools.clip(f"error: {caught.value}")
-    assert f"[... {30000 - (tools.MAX_OUTPUT - 200)} characters left out ...]" in result
+    assert f"[... {30000 - (config.MAX_OUTPUT - 200)} characters left out ...]" in result
 
 
 @pytest.mark.parametrize("value", ["0.5", "inf", "12"])

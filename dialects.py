@@ -1,0 +1,503 @@
+"""How model families write tool calls and thinking as text, and how the agent reads them back.
+
+When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
+a model newer than the Ollama or LM Studio build), the model's tool calls and its thinking arrive as
+plain text in content. This file holds one table of the families the agent recognizes, each row naming
+where its shape comes from, and the few functions that use it. The README section "What real servers
+need" (rule 10) lists the families and the server setting that avoids the leak.
+"""
+
+import bisect
+import json
+import re
+import sys
+
+from text import clean_text
+
+# --- Arguments as models write them --------------------------------------------------------------
+
+FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)  # ```json ... ``` around the whole
+
+
+def clean_arguments(raw) -> tuple[str, str | None]:
+    """A tool call's arguments as valid JSON text to send back, and what was repaired (None if nothing).
+
+    Valid JSON is kept byte for byte, so that every later request begins with the same bytes (rule 7).
+    Arguments a model wrote sloppily but unambiguously are re-encoded once, here. What cannot be read is
+    kept as a JSON string, for llama.cpp's --jinja server parses earlier calls' arguments and answers 500
+    on invalid JSON; call_tool() then tells the model what it sent."""
+    if isinstance(raw, (dict, list)):  # some servers send an object, not a string
+        try:
+            raw = json.dumps(raw, ensure_ascii=False)
+        except RecursionError:
+            raw = "[nested too deep]"
+    raw = clean_text(raw)
+    if not raw.strip() or raw.strip() == "null":  # null: a call with no arguments
+        return "{}", None
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):  # RecursionError: nested thousands deep
+        args, how = parse_sloppy(raw)
+        return (json.dumps(args, ensure_ascii=False), how) if args is not None else (json.dumps(raw), None)
+    if isinstance(value, str):  # encoded twice: a JSON string holding the object, or holding anything
+        args, _ = parse_sloppy(value)
+        return (json.dumps(args, ensure_ascii=False), "arguments encoded twice") if args is not None else (raw, None)
+    return raw, None
+
+
+def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
+    """A JSON object as small models write it, and how it was read; (None, None) if it is not one."""
+    fenced = FENCE.match(text)
+    attempts = [(text, True, None), (text, False, "raw control characters (a newline or tab) inside a JSON string")]
+    if fenced:
+        attempts += [
+            (fenced.group(1), strict, "arguments wrapped in a Markdown code fence") for strict in (True, False)
+        ]
+    for candidate, strict, how in attempts:
+        try:
+            value = json.loads(candidate, strict=strict)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value, how
+    return None, None
+
+
+# --- Thinking written as text --------------------------------------------------------------------
+# (family, opening tag, closing tag, where the shape comes from). A closing tag that no opening tag opened
+# ends thinking too: the template put the opening tag in the prompt (vLLM's deepseek_r1 reasoning parser).
+THINKING = [
+    ("Qwen3, QwQ, DeepSeek-R1 and its distills, GLM, Kimi, MiniMax", "<think>", "</think>",
+     "vLLM reasoning/deepseek_r1_reasoning_parser.py, qwen3_reasoning_parser.py"),
+    ("Magistral, Ministral 3", "[THINK]", "[/THINK]", "vLLM reasoning/mistral_reasoning_parser.py; mistral-common"),
+    ("Seed-OSS", "<seed:think>", "</seed:think>", "vLLM reasoning/seed_oss_reasoning_parser.py"),
+    ("Command A Reasoning", "<|START_THINKING|>", "<|END_THINKING|>", "Cohere's chat template"),
+]  # fmt: skip
+# gpt-oss's harmony format: the analysis channel is thinking, the final channel the answer (openai/harmony
+# docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With special tokens stripped
+# (a server that decodes with skip_special_tokens) the words run together: "analysis...assistantfinal...".
+HARMONY_ANALYSIS = re.compile(
+    r"\s*(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(.*?)(?:<\|end\|>|$)", re.S
+)
+HARMONY_FINAL = re.compile(r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
+                           r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$", re.S)  # fmt: skip
+HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistantfinal(.*)$", re.S)
+
+
+def split_thinking(content: str) -> tuple[str, str]:
+    """(thinking, the rest) of a reply's text, for each family in THINKING and gpt-oss's harmony channels;
+    ("", content) when there is no thinking. Unclosed thinking is all thinking: the rest is ""."""
+    thinking, rest = "", content
+    while True:
+        analysis = HARMONY_ANALYSIS.match(rest)
+        if not analysis:
+            break
+        thinking, rest = thinking + analysis.group(1), rest[analysis.end() :]
+    final = HARMONY_FINAL.match(rest) if thinking or rest.lstrip().startswith("<|") else None
+    glued = HARMONY_GLUED.match(rest) if not thinking else None
+    if final and "to=" not in rest[: rest.find("<|message|>")]:
+        return thinking, final.group(1)
+    if glued:
+        return glued.group(1), glued.group(2)
+    if thinking:
+        return thinking, rest
+    for _family, opening, closing, _source in THINKING:
+        if rest.lstrip().startswith(opening):
+            inner, closed, after = rest.lstrip()[len(opening) :].partition(closing)
+            return inner, after if closed else ""
+        before, closed, after = rest.partition(closing)
+        if closed and opening not in before:
+            return before, after
+    return "", content
+
+
+def reasoning_of(message: dict) -> str:
+    """The reasoning a server sent in a field of its own: DeepSeek's reasoning_content, or reasoning
+    (vLLM, Ollama, OpenRouter)."""
+    for field in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(field), str) and message[field].strip():
+            return message[field]
+    return ""
+
+
+# --- Tool calls written as text ------------------------------------------------------------------
+# Each family is one row: its name, where its shape comes from, the markup that opens it, and a function that
+# reads one block of it at a position of the text: (calls, where the block ends), or None if it is not there.
+# A call is {"function": {"name", "arguments"}} as a server sends one; a call that cannot be read is None.
+# A row with no opening markup (bare JSON, a Python list) counts only when it is the whole of the text.
+
+B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as models also write it
+
+
+def deepseek_token(*words: str) -> str:
+    """A regex for one of DeepSeek's tokens: its words joined by U+2581, or by what models write for it."""
+    return f"<{B}" + "(?:\u2581|_|\\\\_| )".join(words) + f"{B}>"
+
+
+DS_BEGIN, DS_SEP, DS_END = (
+    deepseek_token("tool", "call", "begin"),
+    deepseek_token("tool", "sep"),
+    deepseek_token("tool", "call", "end"),
+)
+DS_CALLS = "|".join(
+    deepseek_token(*w) for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
+)
+DSML = re.compile(
+    rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)", re.S
+)
+DSML_INVOKE = re.compile(rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>.*?)</{B}DSML{B}invoke>', re.S)
+DSML_PARAMETER = re.compile(
+    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>.*?)</{B}DSML{B}parameter>', re.S
+)
+MINIMAX = re.compile(r"<minimax:tool_call>(?P<body>.*?)(?:</minimax:tool_call>|$)", re.S)
+MINIMAX_INVOKE = re.compile(r'<invoke\s+name="?(?P<name>[^">]*)"?\s*>(?P<body>.*?)</invoke>', re.S)
+MINIMAX_PARAMETER = re.compile(r'<parameter\s+name="?(?P<name>[^">]*)"?\s*>(?P<value>.*?)</parameter>', re.S)
+TOOL_CALL = re.compile(r"<tool_call>\s*(?P<body>.*?)\s*(?:</tool_call>|$)", re.S)
+XML_FUNCTION = re.compile(r"<function=(?P<name>[^>\n]+)>(?P<body>.*?)(?:</function>|$)", re.S)
+XML_PARAMETER = re.compile(r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>", re.S)
+GLM = re.compile(r"(?P<name>[^\s<>{}\[\]]+)\s*(?P<body>(?:<arg_key>.*)?)$", re.S)
+GLM_ARGUMENT = re.compile(r"<arg_key>(?P<name>.*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>.*?)</arg_value>", re.S)
+KIMI = re.compile(
+    r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*(?P<arguments>.*?)\s*"
+    r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>|<\|tool_calls?_section_end\|>)|$)",
+    re.S,
+)
+DEEPSEEK_V3 = re.compile(
+    rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]+)|<(?P<bare>[^>\n]+)>)\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
+    rf"\s*(?:{DS_END}|$)",
+    re.S,
+)
+DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]*?){DS_SEP}(?P<arguments>.*?)(?:{DS_END}|$)", re.S)
+HARMONY = re.compile(
+    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]+))?\s*<\|channel\|>(?:analysis|commentary)"
+    r"(?: to=functions\.(?P<to>[^<\s]+))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
+)
+HARMONY_GLUED_CALL = re.compile(
+    r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]+)\s*(?:<\|constrain\|>)?(?:json)?\s*"
+)
+MISTRAL_NAME = re.compile(r"\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=\{)")
+BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?=\{)")
+
+
+def json_at(text: str, at: int):
+    """(the JSON value that starts at text[at], where it ends), or None."""
+    try:
+        return json.JSONDecoder(strict=False).raw_decode(text, at)
+    except (ValueError, RecursionError):
+        return None
+
+
+def text_call(name, arguments) -> dict | None:
+    """A recovered call shaped as a server sends one (it has no id: servers.tool_call() gives it one); None if
+    its arguments are not an object, also when they come as a string (once or twice encoded) that holds none."""
+    if isinstance(arguments, str):
+        arguments, _ = parse_sloppy(arguments) if arguments.strip() else ({}, None)
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return None
+    return {
+        "type": "function",
+        "function": {"name": name.strip(), "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
+
+
+def named_object(value) -> dict | None:
+    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama, Mistral, xLAM)."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    return text_call(value["name"], value.get("arguments", value.get("parameters", {})))
+
+
+def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
+    """The calls of a DSML or MiniMax block: one per invoke, a string per parameter (DSML marks others)."""
+    calls = []
+    for each in invoke.finditer(body):
+        args = {}
+        for p in parameter.finditer(each.group("body")):
+            value = p.group("value")
+            if 'string="false"' in p.groupdict().get("attrs", ""):
+                value = json_at(value.strip(), 0)
+                if value is None:
+                    return [None]
+                value = value[0]
+            args[p.group("name").strip()] = value
+        calls.append(text_call(each.group("name"), args))
+    return calls or [None]
+
+
+def read_dsml(text: str, at: int):
+    block = DSML.match(text, at) or MINIMAX.match(text, at)
+    if not block:
+        return None
+    pair = (DSML_INVOKE, DSML_PARAMETER) if block.re is DSML else (MINIMAX_INVOKE, MINIMAX_PARAMETER)
+    return invokes(block.group("body"), *pair), block.end()
+
+
+def read_tool_call(text: str, at: int):
+    """<tool_call>: Hermes' JSON object, Granite 3.1's JSON list, Qwen3-coder's XML or GLM's arg_key pairs."""
+    block = TOOL_CALL.match(text, at)
+    if not block:
+        return None
+    body = block.group("body")
+    if body.startswith("<function="):
+        found = read_function(body, 0)
+        return (found[0] if found and not body[found[1] :].strip() else [None]), block.end()
+    if body.startswith(("{", "[")):
+        value = parse_sloppy(body)[0] if body.startswith("{") else (json_at(body, 0) or [None])[0]
+        values = value if isinstance(value, list) else [value]
+        return [named_object(v) for v in values] or [None], block.end()
+    glm = GLM.match(body)
+    if not glm:
+        return [None], block.end()
+    args = {a.group("name").strip(): a.group("value").strip() for a in GLM_ARGUMENT.finditer(glm.group("body"))}
+    return [text_call(glm.group("name"), args)], block.end()
+
+
+def read_function(text: str, at: int):
+    """Qwen3-coder's <function=NAME><parameter=P>V</parameter></function>, or Llama 3.1's <function=NAME>{json}."""
+    block = XML_FUNCTION.match(text, at)
+    if not block:
+        return None
+    body = block.group("body").strip()
+    if body.startswith("{"):
+        return [text_call(block.group("name"), body)], block.end()
+    args = {p.group("name").strip(): p.group("value") for p in XML_PARAMETER.finditer(body)}
+    return [text_call(block.group("name"), args)], block.end()
+
+
+def read_kimi(text: str, at: int):
+    call = KIMI.match(text, at)
+    if not call:
+        return None
+    name = call.group("name").removeprefix("functions.").rsplit(":", 1)[0]  # functions.read_file:0
+    return [text_call(name, call.group("arguments"))], call.end()
+
+
+def read_deepseek(text: str, at: int):
+    call = DEEPSEEK_V3.match(text, at)
+    if call:
+        return [text_call(call.group("name") or call.group("bare"), call.group("arguments"))], call.end()
+    call = DEEPSEEK_V31.match(text, at)
+    return ([text_call(call.group("name"), call.group("arguments"))], call.end()) if call else None
+
+
+def read_mistral(text: str, at: int):
+    """[TOOL_CALLS] then a JSON list of calls (before tokenizer v11) or NAME[CALL_ID]ID[ARGS]{json} (v11, v13)."""
+    if not text.startswith("[TOOL_CALLS]", at):
+        return None
+    at += len("[TOOL_CALLS]")
+    at += len(text[at:]) - len(text[at:].lstrip())
+    if text.startswith("[", at):
+        found = json_at(text, at)
+        return (
+            ([named_object(v) for v in found[0]] or [None], found[1]) if found and isinstance(found[0], list) else None
+        )
+    named = MISTRAL_NAME.match(text, at)
+    found = json_at(text, named.end()) if named else None
+    return ([text_call(named.group("name"), found[0])], found[1]) if found else None
+
+
+def read_harmony(text: str, at: int):
+    """A gpt-oss message addressed to a tool: its recipient in the header, its arguments after <|message|>."""
+    header = HARMONY.match(text, at) or HARMONY_GLUED_CALL.match(text, at)
+    name = header and (
+        header.groupdict().get("name") or header.groupdict().get("to") or header.groupdict().get("role_to")
+    )
+    found = json_at(text, header.end()) if name else None
+    if not found:
+        return None
+    end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
+    for stop in ("<|call|>", "<|end|>"):
+        end += len(stop) if text.startswith(stop, end) else 0
+    return [text_call(name, found[0])], end
+
+
+def read_json(text: str, at: int):
+    """Bare JSON: {"name", "parameters"} (Llama 3.x), a list of {"name", "arguments"} (Mistral with its tokens
+    stripped, xLAM, Phi-4-mini), or NAME{json} (Mistral v11 with [TOOL_CALLS] and [ARGS] stripped)."""
+    named = BARE_NAME.match(text, at)
+    found = json_at(text, named.end() if named else at)
+    if not found:
+        return None
+    if named:
+        return [text_call(named.group("name"), found[0])], found[1]
+    values = found[0] if isinstance(found[0], list) else [found[0]]
+    return [named_object(v) for v in values] or [None], found[1]
+
+
+def read_pythonic(text: str, at: int):
+    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, OLMo 3, LFM2; literal keyword arguments."""
+    import ast
+
+    if not text.startswith("[", at):
+        return None
+    end = text.rfind("]") + 1
+    try:
+        tree = ast.parse(text[at:end].strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(tree, ast.List) or not all(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Name) for c in tree.elts
+    ):
+        return None
+    calls = []
+    for call in tree.elts:
+        try:
+            args = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        except (ValueError, SyntaxError, RecursionError):
+            return [None], end
+        calls.append(text_call(call.func.id, args) if not call.args else None)
+    return calls or [None], end
+
+
+# (family, where its shape comes from, the markup that opens it or None for a bare one, its reader)
+FAMILIES = [
+    ("DeepSeek V3.2 DSML", "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
+     rf"<{B}DSML{B}(?:function_calls|tool_calls)>", read_dsml),
+    ("MiniMax-M2", "vLLM tool_parsers/minimax_m2_tool_parser.py", r"<minimax:tool_call>", read_dsml),
+    ("Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); Granite 3.1 (list)",
+     "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, glm4_moe_tool_parser.py, "
+     "glm47_moe_tool_parser.py, granite_tool_parser.py", r"<tool_call>", read_tool_call),
+    ("Qwen3-Coder without its wrapper; Llama 3.1's <function=NAME>{json}",
+     "vLLM tool_parsers/qwen3coder_tool_parser.py; Meta's Llama 3.1 prompt format",
+     r"<function=[^>\n]+>", read_function),
+    ("Kimi K2", "vLLM tool_parsers/kimi_k2_tool_parser.py; MoonshotAI/Kimi-K2 docs/tool_call_guidance.md",
+     r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>", read_kimi),
+    ("DeepSeek V3, R1 and V3.1", "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
+     "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
+     rf"{DS_CALLS}|{DS_BEGIN}", read_deepseek),
+    ("Mistral, Mixtral, Nemo, Small, Magistral, Devstral", "vLLM tool_parsers/mistral_tool_parser.py; "
+     "mistral-common tokens/tokenizers/instruct.py", r"\[TOOL_CALLS\]", read_mistral),
+    ("gpt-oss (harmony)", "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
+     r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=|"
+     r"(?:assistant)?commentary to=functions\.", read_harmony),
+    ("Llama 3.x JSON; Mistral, xLAM and Phi-4-mini with their tokens stripped",
+     "vLLM tool_parsers/llama_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, phi4mini_tool_parser.py",
+     r"<\|python_tag\|>|functools(?=\[)", read_json),
+    ("Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
+     "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py",
+     r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>", read_pythonic),
+]  # fmt: skip
+OPENING = re.compile("|".join(f"(?:{opening})" for _f, _s, opening, _r in FAMILIES))
+# Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section ends, the
+# end-of-turn tokens a server that did not stop on them leaves in, Llama's separators between JSON calls).
+BETWEEN = re.compile(r"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|"
+                     rf"{DS_CALLS}|{deepseek_token('end', 'of', 'sentence')}|"
+                     r"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|</s>|<\|python_tag\|>|<\|python_start\|>|<\|python_end\|>|"
+                     r"<\|call\|>|<\|end\|>|<\|return\|>|<function_calls>|</function_calls>|<\|tool_call_start\|>|"
+                     r"<\|tool_call_end\|>|functools(?=\[))+")  # fmt: skip
+FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
+INLINE_CODE = re.compile(r"`[^`\n]+`")
+
+
+def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
+    """Tool calls a model wrote as text in content, when the server sent no tool_calls.
+
+    Returns (calls, the content before them, what happened); ([], content, []) when there are none. Markup
+    counts only where a leaked call stands: after the thinking, outside code (``` or ~~~ fences, `inline`,
+    indented), not after a colon that introduces it, with nothing but more calls after it, every call naming
+    a known tool with arguments that parse. An answer that explains or quotes a tool call is an answer."""
+    rest = split_thinking(content)[1]
+    offset = len(content) - len(rest) if content.endswith(rest) else None
+    if offset is None or not rest.strip():  # harmony's final channel: no calls in it
+        return [], content, []
+    starts = [len(rest) - len(rest.lstrip())]  # a bare row counts only when it is the whole text
+    opening = first_opening(rest)
+    if opening is not None and opening != starts[0] and not rest[:opening].rstrip().endswith(":"):
+        starts.append(opening)
+    for start in starts:
+        calls, family = read_calls(rest, start, known, bare=start == starts[0])
+        if calls:
+            names = ", ".join(c["function"]["name"] for c in calls)
+            happened = f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real calls; " + (
+                "DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX
+            )
+            return calls, content[: offset + start].rstrip(), [happened]  # fmt: skip
+    return [], content, []
+
+
+SERVER_FIX = ("the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
+              "--tool-call-parser for the model (README: What real servers need)")  # fmt: skip
+
+
+def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
+    """The calls in text[at:] if it is nothing but tool-call markup, and the first one's family; ([], "") if
+    anything else is there, or any call is bad or names no known tool. Markup inside a block is its text."""
+    calls, family = [], ""
+    while True:
+        between = BETWEEN.match(text, at)
+        at = between.end() if between else at
+        if at >= len(text):
+            break
+        for name, _source, opening, reader in FAMILIES:
+            found = reader(text, at) if re.match(opening, text[at:]) or bare else None
+            if found:
+                calls, family, at = calls + found[0], family or name, max(found[1], at + 1)
+                break
+        else:
+            return [], ""
+    for call in calls:
+        if call:
+            call["function"]["name"] = tool_name(call["function"]["name"], known)
+    if not calls or any(c is None or c["function"]["name"] not in known for c in calls):
+        return [], ""
+    return calls, family
+
+
+def first_opening(text: str) -> int | None:
+    """Where the first tool-call markup stands outside code: fenced blocks, `inline` code, indented lines."""
+    fences = [m.start() for m in FENCE_LINE.finditer(text)]
+    inline = [m.span() for m in INLINE_CODE.finditer(text)]
+    for match in OPENING.finditer(text):
+        at = match.start()
+        line = text[text.rfind("\n", 0, at) + 1 : at]
+        indented = not line.strip() and (len(line) >= 4 or "\t" in line)
+        if bisect.bisect(fences, at) % 2 == 0 and not indented and not any(a <= at < b for a, b in inline):
+            return at
+    return None
+
+
+def tool_name(name: str, known) -> str:
+    """The tool a name names: markup and whitespace around a known tool's name are dropped when that leaves
+    exactly one (Kimi's functions.read_file:0, gpt-oss's read_file<|channel|>commentary)."""
+    name = name.strip()
+    if name in known:
+        return name
+    bare = re.sub(r"^(?:<\|[^|]*\|>|[\s\"'`])+", "", name)
+    bare = re.sub(r"^(?:functions?|tools?)\.", "", bare)
+    bare = re.split(r"<|\s", bare, maxsplit=1)[0]
+    bare = re.sub(r"(?::\d+|\(\)|[\"'`])+$", "", bare)
+    return bare if bare in known else name
+
+
+# --- --stream on a terminal ----------------------------------------------------------------------
+
+
+class Printer:
+    """A streamed reply's text printed as it comes, line by line, without its thinking or tool-call markup: on a
+    terminal only (a pipe gets the answer at the end, as without --stream). A model whose template opened the
+    thinking in the prompt shows it before its </think> arrives: that much cannot be known while it streams."""
+
+    def __init__(self, known):
+        self.known, self.text, self.shown = known, "", ""
+        self.live = sys.stdout.isatty()
+
+    def add(self, piece) -> None:
+        if isinstance(piece, str) and self.live:
+            self.text += piece
+            thinking, rest = split_thinking(self.text)
+            opening = first_opening(rest)
+            ready = rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1]
+            if not (thinking and not rest):
+                self.show(ready)
+
+    def end(self, content: str) -> None:
+        if self.live:
+            calls, before, _ = recover_tool_calls(content, self.known)
+            self.show(split_thinking(before if calls else content)[1].rstrip() + "\n")
+
+    def show(self, text: str) -> None:
+        from text import visible
+
+        if text.startswith(self.shown) and len(text) > len(self.shown):
+            print(visible(clean_text(text[len(self.shown) :])), end="", flush=True)
+            self.shown = text
