@@ -81,7 +81,8 @@ HARMONY_ANALYSIS = re.compile(
 )
 HARMONY_FINAL = re.compile(r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
                            r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$", re.S)  # fmt: skip
-HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistantfinal(.*)$", re.S)
+THINKING_TAGS = (*(opening for _f, opening, _c, _s in THINKING), "<|channel|>", "<|start|>")
+HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
 
 
 def split_thinking(content: str) -> tuple[str, str]:
@@ -106,7 +107,7 @@ def split_thinking(content: str) -> tuple[str, str]:
             inner, closed, after = rest.lstrip()[len(opening) :].partition(closing)
             return inner, after if closed else ""
         before, closed, after = rest.partition(closing)
-        if closed and opening not in before:
+        if closed and opening not in before and not FENCE_LINE.search(before) and not indented(rest, len(before)):
             return before, after
     return "", content
 
@@ -159,7 +160,7 @@ GLM = re.compile(r"(?P<name>[^\s<>{}\[\]]+)\s*(?P<body>(?:<arg_key>.*)?)$", re.S
 GLM_ARGUMENT = re.compile(r"<arg_key>(?P<name>.*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>.*?)</arg_value>", re.S)
 KIMI = re.compile(
     r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*(?P<arguments>.*?)\s*"
-    r"(?:<\|tool_call_end\|>|(?=<\|tool_call_begin\|>|<\|tool_calls?_section_end\|>)|$)",
+    r"(?:<\|tool_call_end\|>|(?=<\|)|$)",  # or the next token: the end token missing
     re.S,
 )
 DEEPSEEK_V3 = re.compile(
@@ -242,7 +243,8 @@ def read_tool_call(text: str, at: int):
         found = read_function(body, 0)
         return (found[0] if found and not body[found[1] :].strip() else [None]), block.end()
     if body.startswith(("{", "[")):
-        value = parse_sloppy(body)[0] if body.startswith("{") else (json_at(body, 0) or [None])[0]
+        found = json_at(body, 0) if body.startswith("[") else None
+        value = parse_sloppy(body)[0] if body.startswith("{") else found and found[1] == len(body) and found[0]
         values = value if isinstance(value, list) else [value]
         return [named_object(v) for v in values] or [None], block.end()
     glm = GLM.match(body)
@@ -368,8 +370,8 @@ FAMILIES = [
     ("Mistral, Mixtral, Nemo, Small, Magistral, Devstral", "vLLM tool_parsers/mistral_tool_parser.py; "
      "mistral-common tokens/tokenizers/instruct.py", r"\[TOOL_CALLS\]", read_mistral),
     ("gpt-oss (harmony)", "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
-     r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=|"
-     r"(?:assistant)?commentary to=functions\.", read_harmony),
+     r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=",
+     read_harmony),
     ("Llama 3.x JSON; Mistral, xLAM and Phi-4-mini with their tokens stripped",
      "vLLM tool_parsers/llama_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, phi4mini_tool_parser.py",
      r"<\|python_tag\|>|functools(?=\[)", read_json),
@@ -402,8 +404,10 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
         return [], content, []
     starts = [len(rest) - len(rest.lstrip())]  # a bare row counts only when it is the whole text
     opening = first_opening(rest)
-    if opening is not None and opening != starts[0] and not rest[:opening].rstrip().endswith(":"):
-        starts.append(opening)
+    before = rest[:opening] if opening is not None else ""
+    # Markup after a colon, or after thinking that did not start the reply, is quoted: "it looks like this:".
+    if opening is not None and opening != starts[0] and not before.rstrip().endswith(":"):
+        starts += [opening] if not any(tag in before for tag in THINKING_TAGS) else []
     for start in starts:
         calls, family = read_calls(rest, start, known, bare=start == starts[0])
         if calls:
@@ -449,11 +453,14 @@ def first_opening(text: str) -> int | None:
     inline = [m.span() for m in INLINE_CODE.finditer(text)]
     for match in OPENING.finditer(text):
         at = match.start()
-        line = text[text.rfind("\n", 0, at) + 1 : at]
-        indented = not line.strip() and (len(line) >= 4 or "\t" in line)
-        if bisect.bisect(fences, at) % 2 == 0 and not indented and not any(a <= at < b for a, b in inline):
+        if bisect.bisect(fences, at) % 2 == 0 and not indented(text, at) and not any(a <= at < b for a, b in inline):
             return at
     return None
+
+
+def indented(text: str, at: int) -> bool:
+    """Whether text[at] is on a line indented as a Markdown code block."""
+    return text[text.rfind("\n", 0, at) + 1 :].startswith(("    ", "\t"))
 
 
 def tool_name(name: str, known) -> str:

@@ -42,10 +42,11 @@ def call(name: str, arguments, id: str | None = "auto") -> dict:
 
 
 class Error:
-    """An HTTP error reply; it stays at the head of the script."""
+    """An HTTP error reply; it stays at the head of the script, or is sent `times` times. body: sent as it is
+    (an object, a list or a str) instead of {"error": {"message": message}}."""
 
-    def __init__(self, status: int, message: str):
-        self.status, self.message = status, message
+    def __init__(self, status: int, message: str = "", body=None, times: int | None = None):
+        self.status, self.message, self.body, self.times = status, message, body, times
 
 
 class Stream:
@@ -159,9 +160,12 @@ class ScriptedServer:
                     )
                 head = server.script[0]
                 if isinstance(head, Error):
-                    return self._send(
-                        head.status, {"error": {"message": head.message, "type": "test_error"}}, {"retry-after-ms": "1"}
-                    )  # keep the SDK's retries fast
+                    if head.times is not None:
+                        head.times -= 1
+                        if head.times <= 0:
+                            server.script.pop(0)
+                    body = head.body if head.body is not None else {"error": {"message": head.message, "type": "test_error"}}
+                    return self._send(head.status, body, {"retry-after-ms": "1"})  # keep the SDK's retries fast
                 server.script.pop(0)
                 if isinstance(head, Stream):
                     return self._stream(head.events)
@@ -212,7 +216,7 @@ class ScriptedServer:
             def _send(self, status, body, headers):
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", "text/plain" if isinstance(body, str) and status >= 400 else "application/json")
                 self.send_header("content-length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)
