@@ -79,6 +79,9 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
     if "reasoning_content" in message:
         chunks += [chunk({"reasoning_content": p}) for p in pieces(message["reasoning_content"] or "")]
     chunks += [chunk({"content": p}) for p in pieces(message["content"] or "") if p]
+    for key, value in message.items():  # other fields: text in pieces, anything else whole
+        if key not in ("role", "content", "tool_calls", "reasoning_content"):
+            chunks += [chunk({key: p}) for p in pieces(value)] if isinstance(value, str) else [chunk({key: value})]
     for i, call in enumerate(message.get("tool_calls") or []):
         index = 0 if same_index else i
         args = pieces(call["function"]["arguments"] or "")
@@ -87,6 +90,7 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
             "id": call.get("id"),
             "type": "function",
             "function": {"name": call["function"]["name"], "arguments": args[0]},
+            **{k: v for k, v in call.items() if k not in ("id", "type", "function")},
         }
         chunks.append(chunk({"tool_calls": [first]}))
         chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in args[1:]]
@@ -164,7 +168,11 @@ class ScriptedServer:
                         head.times -= 1
                         if head.times <= 0:
                             server.script.pop(0)
-                    body = head.body if head.body is not None else {"error": {"message": head.message, "type": "test_error"}}
+                    body = (
+                        head.body
+                        if head.body is not None
+                        else {"error": {"message": head.message, "type": "test_error"}}
+                    )
                     return self._send(head.status, body, {"retry-after-ms": "1"})  # keep the SDK's retries fast
                 server.script.pop(0)
                 if isinstance(head, Stream):
@@ -216,7 +224,9 @@ class ScriptedServer:
             def _send(self, status, body, headers):
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
-                self.send_header("content-type", "text/plain" if isinstance(body, str) and status >= 400 else "application/json")
+                self.send_header(
+                    "content-type", "text/plain" if isinstance(body, str) and status >= 400 else "application/json"
+                )
                 self.send_header("content-length", str(len(data)))
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF003 -- DeepSeek's real tokens are written with the fullwidth bar U+FF5C
 """Tool calls and thinking written as text (dialects.py), family by family, plain and streamed.
 
 Each shape below is copied from where the family's real output is defined: the parser in vLLM that reads it
@@ -61,7 +62,8 @@ SHAPES = [
     ),
     # Mistral v11 and v13: mistral-common InstructTokenizerV11 ([CALL_ID]) and V13 (no id), one [TOOL_CALLS] a call.
     pytest.param(
-        '[TOOL_CALLS]read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.txt"}[TOOL_CALLS]run_shell[ARGS]{"command": "echo hi"}',
+        '[TOOL_CALLS]read_file[CALL_ID]abcDEF123[ARGS]{"path": "a.txt"}'
+        '[TOOL_CALLS]run_shell[ARGS]{"command": "echo hi"}',
         [READ, SHELL],
         id="mistral-v11-v13",
     ),
@@ -126,7 +128,8 @@ SHAPES = [
     ),
     # DeepSeek V3.2 DSML (DeepSeek's own API, now and then).
     pytest.param(
-        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="read_file">\n<｜DSML｜parameter name="path" string="true">a.txt'
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="read_file">\n'
+        '<｜DSML｜parameter name="path" string="true">a.txt'
         "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
         [READ],
         id="deepseek-dsml",
@@ -220,7 +223,7 @@ def test_a_call_to_an_unknown_tool_or_with_unreadable_arguments_is_an_answer(loo
     assert len(server.requests) == 2
 
 
-# Thinking written as text: vLLM reasoning/deepseek_r1_reasoning_parser.py (everything before the first </think>),
+# Rule 12. Thinking written as text: vLLM reasoning/deepseek_r1_reasoning_parser.py (all before the first </think>),
 # qwen3_reasoning_parser.py (<think>...</think>), mistral_reasoning_parser.py ([THINK]...[/THINK]), harmony's
 # analysis channel (openai/harmony docs/format.md).
 THINKING = [
