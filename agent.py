@@ -15,6 +15,7 @@ Try the loop from a Python prompt in this folder:
     >>> agent.run("list the files", client=client, model="qwen3")
 """
 
+import contextlib
 import signal
 import sys
 import time
@@ -80,7 +81,7 @@ def run(task: str, messages: list[dict] | None = None, *, client=None, model: st
         if not assistant.get("tool_calls"):
             thinking, answer = dialects.split_thinking(assistant["content"])  # Qwen3, R1: <think> in content
             if not answer.strip():  # DeepSeek sometimes ends with reasoning and nothing else
-                return end(transcript, "empty_answer", no_answer(assistant, thinking), used)
+                return end(transcript, "empty_answer", dialects.no_answer(assistant, thinking), used)
             transcripts.record(transcript, "turn/end", status="answered")
             return Outcome("answered", answer.strip(), used)
         for call in assistant["tool_calls"][: config.MAX_CALLS]:
@@ -96,10 +97,8 @@ def run(task: str, messages: list[dict] | None = None, *, client=None, model: st
 
 
 def request(client, model: str, messages: list[dict], stream: bool, trace: bool):
-    """Send the conversation and the tools; return the model's reply as the SDK's ChatCompletion.
-
-    servers.answer() wraps what real servers need around the call: a stream put together, an error made
-    one line in the provider's words (RequestFailed), a malformed tool call the provider refused asked again."""
+    """Send the conversation and the tools; return the model's reply as the SDK's ChatCompletion. servers.answer()
+    wraps what real servers need around the call: a stream put together, errors made one line (RequestFailed)."""
 
     def create():
         options = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
@@ -145,13 +144,6 @@ def end(transcript, status: str, why: str, used: list[dict]) -> Outcome:
     return Outcome(status, why, used)
 
 
-def no_answer(assistant: dict, thinking: str) -> str:
-    """Why an empty reply is no answer, with the end of the model's reasoning if it sent any."""
-    reasoning = (dialects.reasoning_of(assistant) or thinking).strip()
-    why = "the model ended without an answer (no text and no tool calls)"
-    return f"{why}; its reasoning ended: …{shorten(reasoning[-300:], 300)}" if reasoning else why
-
-
 def show_step(step: int, latency_ms: int, assistant: dict, repairs: list[str], used: list[dict]) -> None:
     """Print one step on stderr: its tokens and time, what was repaired, the reasoning and text beside calls."""
     say(f"step {step}: {servers.describe_tokens(used[-1])}, {latency_ms} ms")
@@ -173,15 +165,11 @@ EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other s
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled as Ctrl-C is: the exit status is 128 + the signal's number."""
-
-    def __init__(self, number: int):
-        super().__init__(number)
-        self.status = 128 + number
+    """SIGTERM or SIGHUP, handled as Ctrl-C is; its argument is the exit status, 128 + the signal's number."""
 
 
 def stop_on_signal(number: int, frame) -> None:
-    raise Stopped(number)
+    raise Stopped(128 + number)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"agent: cannot read the transcript: {e}")
         return 2
     if options.show:
-        transcripts.show(recorded)
+        transcripts.show(recorded, SYSTEM_PROMPT)
         return 0
     if not options.replay and not config.API_KEY and not servers.is_loopback(options.base_url):
         say(f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
@@ -213,20 +201,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         options.workdir.mkdir(parents=True, exist_ok=True)
         transcript = transcripts.open_file(options.resume or options.transcript, "a" if options.resume else "x")
-    except OSError as e:
-        say(f"agent: {e.strerror}: {e.filename}")
+    except (OSError, transcripts.TranscriptError) as e:
+        say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
         return 2
     for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # a closed terminal, kill, systemd
         if number:
             signal.signal(number, stop_on_signal)
     try:
-        with transcript:
-            return converse(options, task, recorded, transcript)
+        return converse(options, task, recorded, transcript)
     except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP before a task began: nothing to answer
         say("\nagent: interrupted")
-        return getattr(e, "status", 130)
+        return e.args[0] if isinstance(e, Stopped) else 130
+    except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
+        say(f"agent: {e}; the run was stopped")
+        return 1
     finally:
         tools.end_all()  # a command's background processes end with the agent
+        with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost
+            transcript.close()
 
 
 def converse(options, task: str, recorded: list[dict], transcript) -> int:
@@ -241,6 +233,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     answer_pending(messages, "unknown: the earlier run ended before this call was answered; it may or may not have "
                    "run, so check before repeating it", transcript)  # fmt: skip
     say(f"{options.model} at {where}, working in {options.workdir}; transcript: {transcript.name}")
+    if not replay and config.API_KEY and where.startswith("http://") and not servers.is_loopback(where):
+        say(f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours")
     status, used = 0, []
     for each in [task] if task else tasks():
         outcome = turn(each, messages, options, client, transcript)
@@ -250,10 +244,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
             print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)  # piped: as written
     if used:
         say(f"total: {servers.describe_tokens(servers.total_tokens(used))}")
-    if replay and replay.diverged:
-        for divergence in replay.diverged:
-            transcripts.record(transcript, "replay/diverged", **divergence)
-        say(f"replay: the recorded replies after step {replay.diverged[0]['step']} were written for other tool results")
+    if replay:
+        replay.report(transcript)
     return status if task else 0  # typed tasks: the session ended as asked
 
 

@@ -1,21 +1,31 @@
-"""Settings, read once at start: command-line flag > environment > .env > default.
+"""Settings, read once at start: command-line flag > environment > the .env beside agent.py > default.
 
 The environment and .env are read when this file is imported; the command line when
 agent.py's main() calls parse_options(). A bad setting raises ConfigError there, and
 main() turns it into one line and exit status 2. Nothing here imports the openai package.
+
+Settings come from the person alone. A .env in the current folder or above it is never read:
+a cloned repository or a shared folder could plant one that sends the key to its own server.
+From the project's own .env only the settings below are taken, as written (no ${VAR} expansion),
+and nothing from it reaches the environment of the commands the agent runs.
 """
 
 import argparse
 import os
 from pathlib import Path
 
-from dotenv import find_dotenv, load_dotenv
+from dotenv import dotenv_values
 
 HERE = Path(__file__).resolve().parent
+NAMES = ("AGENT_BASE_URL", "AGENT_MODEL", "AGENT_API_KEY", "DEEPSEEK_API_KEY", "AGENT_TIMEOUT",
+         "AGENT_SHELL_TIMEOUT", "AGENT_MAX_OUTPUT")  # fmt: skip
+FILE = {k: v for k, v in dotenv_values(HERE / ".env", interpolate=False).items() if k in NAMES and v is not None}
 
-# python-dotenv never overrides a variable that is already set, so real environment variables win.
-load_dotenv(find_dotenv(usecwd=True))  # .env in the current folder or one above it
-load_dotenv(HERE / ".env")  # .env beside agent.py, for settings that are still missing
+
+def setting(name: str) -> str:
+    """A setting from the environment, else from the .env beside agent.py; "" if neither has it. A variable set
+    to "" in the environment counts as set: it keeps the file's value out."""
+    return os.environ[name] if name in os.environ else FILE.get(name, "")
 
 
 class ConfigError(ValueError):
@@ -28,7 +38,7 @@ BAD = []  # the first bad numeric setting is raised by parse_options(); see numb
 def number(name: str, default: float, least: float = 0) -> float:
     """A number above 0 (and at least `least`) from the environment. A bad value keeps the default and is
     noted in BAD, so that importing this file never fails and main() can say what is wrong in one line."""
-    raw = os.environ.get(name, "").strip()
+    raw = setting(name).strip()
     try:
         value = float(raw) if raw else default
     except ValueError:
@@ -43,10 +53,10 @@ def number(name: str, default: float, least: float = 0) -> float:
     return default
 
 
-BASE_URL = os.environ.get("AGENT_BASE_URL") or "https://api.deepseek.com"
-MODEL = os.environ.get("AGENT_MODEL") or "deepseek-flash"
+BASE_URL = setting("AGENT_BASE_URL") or "https://api.deepseek.com"
+MODEL = setting("AGENT_MODEL") or "deepseek-flash"
 # Never OPENAI_API_KEY: it would be sent to whatever server BASE_URL names.
-API_KEY = os.environ.get("AGENT_API_KEY") or os.environ.get("DEEPSEEK_API_KEY") or ""
+API_KEY = setting("AGENT_API_KEY") or setting("DEEPSEEK_API_KEY")
 # The key to blank out of what the agent shows and the model sees. A short one is a placeholder for a local
 # server ("none", "ollama"), no secret: blanking it would mangle every text that happens to hold the word.
 HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
@@ -59,7 +69,7 @@ WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
 
 HELP_EPILOG = """\
-settings (flag > environment > .env in the current folder or beside agent.py > default):
+settings (flag > environment > the .env beside agent.py, never one in the current folder > default):
   AGENT_BASE_URL       server address              default https://api.deepseek.com
   AGENT_MODEL          model name                  default deepseek-flash
   AGENT_API_KEY        API key (or DEEPSEEK_API_KEY; never OPENAI_API_KEY).

@@ -12,7 +12,7 @@ import json
 import re
 import sys
 
-from text import clean_text
+from text import clean_text, shorten
 
 # --- Arguments as models write them --------------------------------------------------------------
 
@@ -110,6 +110,13 @@ def split_thinking(content: str) -> tuple[str, str]:
         if closed and opening not in before and not FENCE_LINE.search(before) and not indented(rest, len(before)):
             return before, after
     return "", content
+
+
+def no_answer(assistant: dict, thinking: str) -> str:
+    """Why an empty reply is no answer, with the end of the model's reasoning if it sent any."""
+    reasoning = (reasoning_of(assistant) or thinking).strip()
+    why = "the model ended without an answer (no text and no tool calls)"
+    return f"{why}; its reasoning ended: …{shorten(reasoning[-300:], 300)}" if reasoning else why
 
 
 def reasoning_of(message: dict) -> str:

@@ -10,8 +10,9 @@ import sys
 
 import config
 
-# Shown to a terminal as escapes, never interpreted: C0 and C1 controls but newline and tab, and bidi overrides.
-CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Letters and symbols that Unicode counts as visible but that a terminal draws as nothing: the Hangul fillers
+# and the braille blank. Everything else invisible is found by its Unicode category (see visible()).
+BLANK_GLYPHS = "\u115f\u1160\u3164\uffa0\u2800"
 
 
 def say(text: str, end: str = "\n") -> None:
@@ -21,14 +22,22 @@ def say(text: str, end: str = "\n") -> None:
 
 
 def visible(text: str) -> str:
-    """text with control characters and bidi overrides written as escapes (\\x1b, \\r, \\u202e), so that a
-    terminal shows them instead of obeying them. Newlines and tabs stay."""
-    return CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """text with every character a terminal would obey or draw as nothing written as an escape (\\x1b, \\r,
+    \\u202e, \\xa0, \\u200b): by Unicode category, the controls, format characters (zero-width, bidi), separators
+    but the ASCII space (no-break and ideographic spaces), private-use, unassigned and surrogate code points,
+    which are what str.isprintable() refuses; and BLANK_GLYPHS. Newlines and tabs stay."""
+    if text.replace("\n", "").replace("\t", "").isprintable() and not any(c in text for c in BLANK_GLYPHS):
+        return text
+    return "".join(c if c in "\n\t" or (c.isprintable() and c not in BLANK_GLYPHS) else escape(c) for c in text)
+
+
+def escape(character: str) -> str:
+    return character.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def shorten(text: str, limit: int) -> str:
-    """One line of at most limit characters."""
-    text = " ".join(str(text).split())
+    """One line of at most limit characters. Only ASCII blanks are joined: any other is shown by visible()."""
+    text = re.sub(r"[ \t\r\n\f\v]+", " ", str(text)).strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -24,8 +24,10 @@ import config
 from text import clip, joined, say, shorten, visible
 
 KILL_GRACE = 5  # seconds to collect the output of a killed command
+UMASK = os.umask(0o022)  # read once, at import, when nothing else runs: os.umask can only be read by setting it
+os.umask(UMASK)
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
-SPACES = re.compile(r"[ \t]{16,}")
+SPACES = re.compile(r" {16,}")
 
 
 class ToolError(Exception):
@@ -110,6 +112,11 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
             f"{path} is configuration ({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
             "not written, since it could send the key elsewhere or run commands later. Ask the user to edit it."
         )
+    if makes_repository(Path(workdir).resolve(), target):
+        raise ToolError(
+            f"{path} would give its folder what git looks for in a repository (HEAD, objects/ and refs/): not "
+            "written, since git would then obey that folder's config whenever anyone runs git there. Ask the user."
+        )
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
     folder = open_folder(workdir, target.parent)
@@ -117,11 +124,19 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
     temporary, fd = at(folder, f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     final, _ = at(folder, target.name)
     try:
+        remove_temporaries(folder, target.name)
+        try:
+            old = os.stat(final, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        with open(os.open(temporary, flags, 0o666, dir_fd=fd), "w", encoding="utf-8", newline="") as f:
+        # Owner-only from the moment it exists: never more readable than the file it replaces, while written.
+        with open(os.open(temporary, flags, 0o600, dir_fd=fd), "w", encoding="utf-8", newline="") as f:
             f.write(content)
-        with contextlib.suppress(FileNotFoundError):  # a new file keeps the default permissions
-            os.chmod(temporary, stat.S_IMODE(os.stat(final, dir_fd=fd, follow_symlinks=False).st_mode), dir_fd=fd)
+        if old and hasattr(os, "chown"):  # the old file's owner and group, where this process may give them
+            with contextlib.suppress(PermissionError):
+                os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
+        os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
         os.replace(temporary, final, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -129,6 +144,31 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
         if fd is not None:
             os.close(fd)
     return f"wrote {len(content)} characters to {path}"
+
+
+def remove_temporaries(folder: int | Path, name: str) -> None:
+    """Remove what killed writes of the file name left in its folder, so that they do not collect."""
+    left = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{8}}\.tmp")
+    for entry in os.listdir(folder):
+        if left.fullmatch(entry):
+            path, fd = at(folder, entry)
+            with contextlib.suppress(OSError):
+                os.unlink(path, dir_fd=fd)
+
+
+def makes_repository(root: Path, target: Path) -> bool:
+    """Whether writing target would give a folder of the workspace what git takes for a repository: HEAD,
+    objects/ and refs/ side by side (git's setup.c, is_git_directory()). Git discovers such a folder as a bare
+    repository and obeys its config (core.fsmonitor runs a command) whenever anyone runs git in it."""
+    child = target
+    for folder in [target.parent, *target.parent.parents]:
+        if not folder.is_relative_to(root):
+            return False
+        names = {entry.name.lower() for entry in folder.iterdir()} if folder.is_dir() else set()
+        if {"head", "objects", "refs"} <= names | {child.name.lower()}:
+            return True
+        child = folder
+    return False
 
 
 def is_configuration(relative: Path) -> bool:
@@ -225,8 +265,12 @@ def consent(command: str) -> None:
         say("agent: declined a shell command: nobody could be asked; pass --yes to allow them")
         raise ToolError("declined: the user could not be asked (no terminal) and did not start the agent with --yes")
     lines = command.split("\n")
-    # A long run of spaces could push the start of a line off the screen: it is shown as its length.
-    shown = "\n".join(f"    {SPACES.sub(lambda m: f'[{len(m.group())} spaces]', visible(line))}" for line in lines)
+    # Every invisible character is an escape (a tab too), and a long run of spaces, which could push the start
+    # of a line off the screen, is shown as its length: the person reads what runs.
+    shown = "\n".join(
+        "    " + SPACES.sub(lambda m: f"[{len(m.group())} spaces]", visible(line)).replace("\t", "\\t")
+        for line in lines
+    )
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
     say(f"\n{shown}\n\n{count}Run this command? [y/N] ", end="")
     answer = sys.stdin.readline().strip()
@@ -301,9 +345,14 @@ def at(folder: int | Path, name: str) -> tuple[str, int | None]:
 
 
 def shell_env() -> dict[str, str]:
-    """The environment minus the API key: no variable named for a key, and none whose value holds it."""
+    """The environment minus the API key (no variable named for a key, and none whose value holds it), plus a git
+    setting that ignores a bare repository git was not pointed to (safe.bareRepository, git 2.38 and later)."""
     key = config.HIDDEN_KEY
-    return {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
+    count = int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0
+    env.update({"GIT_CONFIG_COUNT": str(count + 1), f"GIT_CONFIG_KEY_{count}": "safe.bareRepository",
+                f"GIT_CONFIG_VALUE_{count}": "explicit"})  # fmt: skip
+    return env
 
 
 @functools.cache  # once is enough: the setting lasts as long as the process

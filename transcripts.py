@@ -8,6 +8,7 @@ with its recorded replies, --show prints it.
 """
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,12 +28,19 @@ EVENT_FIELDS = {
 }
 
 
+class TranscriptError(Exception):
+    """The transcript cannot be written (a full disk, a removed folder) or is in use; the message says which."""
+
+
 def record(transcript, event: str, **fields) -> None:
     """Append one event to the transcript (an open file, or None for none) and flush it."""
     if transcript:
         line = {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
-        transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
-        transcript.flush()
+        try:
+            transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
+            transcript.flush()
+        except OSError as e:
+            raise TranscriptError(f"cannot write the transcript {transcript.name}: {e.strerror}") from None
 
 
 def record_message(transcript, message: dict, **details) -> None:
@@ -46,21 +54,48 @@ def record_message(transcript, message: dict, **details) -> None:
 
 
 def open_file(path: Path | None, mode: str = "x"):
-    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a")."""
+    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a"). It holds all
+    the agent read, so it is readable by its owner only, as shell history is, and so is the runs/ folder. It is
+    locked while in use: TranscriptError if another agent is writing it."""
     if path is None:
+        config.RUNS.mkdir(mode=0o700, exist_ok=True)
+        config.RUNS.chmod(0o700)
         path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if mode == "x" else 0)
+    fd = os.open(path, flags, 0o600)
+    try:
+        lock(fd)
+    except OSError:
+        os.close(fd)
+        raise TranscriptError(f"{path} is in use by another agent; wait until it ends, or resume a copy") from None
     # backslashreplace: a lone surrogate (a task typed with invalid bytes) is written as a JSON escape.
-    return open(path, mode, encoding="utf-8", errors="backslashreplace")
+    return open(fd, "a", encoding="utf-8", errors="backslashreplace")
+
+
+def lock(fd: int) -> None:
+    """Lock an open file for this process alone, or raise OSError at once if another holds it (POSIX flock;
+    Windows has no flock, and there two agents can still write one transcript)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def start(recorded: list[dict] | None, settings: dict, system_prompt: str, transcript) -> list[dict]:
-    """The messages to start from: a new conversation's, or those of a recorded one to resume."""
+    """The messages to start from: a new conversation's, or those of a recorded one to resume. A resumed
+    conversation gets this agent's system prompt: a shared transcript may carry other instructions."""
     if recorded is None:
         record(transcript, "run/start", **settings, system_prompt=system_prompt)
         return [{"role": "system", "content": system_prompt}]
     record(transcript, "run/resume", **settings)
-    return rebuild(recorded)
+    messages = rebuild(recorded)
+    if messages and messages[0]["role"] == "system" and messages[0]["content"] != system_prompt:
+        say("agent: the transcript's system prompt is not this agent's own (--show prints it); "
+            "the conversation goes on with this agent's")  # fmt: skip
+        messages[0] = {"role": "system", "content": system_prompt}
+    return messages
 
 
 def read(path: Path) -> list[dict]:
@@ -158,6 +193,14 @@ class Replay:
                 self.diverged.append({"step": step, "call_id": event["call_id"], "recorded": event["content"],
                                       "now": content})  # fmt: skip
 
+    def report(self, transcript) -> None:
+        """At the end: record each result that differed, and say after which step the replies no longer fit."""
+        for divergence in self.diverged:
+            record(transcript, "replay/diverged", **divergence)
+        if self.diverged:
+            step = self.diverged[0]["step"]
+            say(f"replay: the recorded replies after step {step} were written for other tool results")
+
     def other_task(self, task: str) -> str:
         """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
         recorded_one = recorded_task(self.events)
@@ -180,19 +223,21 @@ def recorded_task(events: list[dict]) -> str:
     return next((e["content"] for e in events if e["type"] == "user/message"), "")
 
 
-def show(events: list[dict]) -> None:
+def show(events: list[dict], system_prompt: str) -> None:
     """Print a transcript as a conversation, without running anything."""
-    for line in shown(events):
+    for line in shown(events, system_prompt):
         print(visible(line))  # what a model or a tool wrote may hold escape sequences
 
 
-def shown(events: list[dict]):
-    """The lines --show prints."""
+def shown(events: list[dict], system_prompt: str):
+    """The lines --show prints; a system prompt other than system_prompt (the agent's own) in full."""
     used = []
     for event in events:
         kind = event["type"]
         if kind == "run/start":
             yield f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]"
+            if event["system_prompt"] != system_prompt:
+                yield f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n[end of system prompt]"
         elif kind == "user/message":
             yield f"\nuser: {event['content']}"
         elif kind == "assistant/message":
