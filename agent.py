@@ -180,15 +180,15 @@ def main(argv: list[str] | None = None) -> int:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume
         recorded = transcripts.read(source) if source else []
-    except config.ConfigError as e:
-        say(f"agent: {e}")
-        return 2
-    except (OSError, ValueError) as e:
-        say(f"agent: cannot read the transcript: {e}")
+    except (OSError, ValueError) as e:  # a bad setting (ConfigError), or a transcript that cannot be read
+        say(f"agent: {e}" if isinstance(e, config.ConfigError) else f"agent: cannot read the transcript: {e}")
         return 2
     if options.show:
         transcripts.show(recorded, SYSTEM_PROMPT)
         return 0
+    if config.SANDBOX and (problem := tools.sandbox_problem()):  # never silently unsandboxed
+        say(f"agent: {problem}")
+        return 2
     if not options.replay and not config.API_KEY and not servers.is_loopback(options.base_url):
         say(f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
             "or in .env; .env.example shows how. No key yet? Try the loop on a recorded run: "
@@ -230,9 +230,9 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     where = replay.base_url if replay else options.base_url
     settings = {"model": options.model, "base_url": where, "workspace": str(options.workdir.resolve())}
     messages = transcripts.start(recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript)
-    answer_pending(messages, "unknown: the earlier run ended before this call was answered; it may or may not have "
-                   "run, so check before repeating it", transcript)  # fmt: skip
-    say(f"{options.model} at {where}, working in {options.workdir}; transcript: {transcript.name}")
+    answer_pending(messages, transcripts.UNANSWERED, transcript)  # a resumed run that was killed mid-step
+    say(f"{options.model} at {where}, working in {options.workdir}{tools.sandbox_mode()}; "
+        f"transcript: {transcript.name}")  # fmt: skip
     if not replay and config.API_KEY and where.startswith("http://") and not servers.is_loopback(where):
         say(f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours")
     status, used = 0, []
@@ -250,8 +250,7 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
 
 
 def turn(task: str, messages: list[dict], options, client, transcript) -> Outcome:
-    """Run one task in the conversation. Ctrl-C or a replay that runs out ends the turn; SIGTERM and SIGHUP
-    end the turn and the agent (main() exits 128 + the signal's number)."""
+    """Run one task. Ctrl-C or a replay that runs out ends the turn; SIGTERM and SIGHUP end the agent too."""
     try:
         return run(task, messages, client=client, model=options.model, max_steps=options.max_steps,
                    workdir=options.workdir, yes=options.yes, stream=options.stream, trace=options.trace,

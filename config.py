@@ -18,7 +18,7 @@ from dotenv import dotenv_values
 
 HERE = Path(__file__).resolve().parent
 NAMES = ("AGENT_BASE_URL", "AGENT_MODEL", "AGENT_API_KEY", "DEEPSEEK_API_KEY", "AGENT_TIMEOUT",
-         "AGENT_SHELL_TIMEOUT", "AGENT_MAX_OUTPUT")  # fmt: skip
+         "AGENT_SHELL_TIMEOUT", "AGENT_MAX_OUTPUT", "AGENT_SANDBOX", "AGENT_SANDBOX_NETWORK")  # fmt: skip
 FILE = {k: v for k, v in dotenv_values(HERE / ".env", interpolate=False).items() if k in NAMES and v is not None}
 
 
@@ -65,6 +65,8 @@ SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
 MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
+SANDBOX = setting("AGENT_SANDBOX") == "1"  # --sandbox: every command in an OS sandbox (tools.py)
+SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"  # the sandbox keeps the network (pip install)
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
 
@@ -78,6 +80,8 @@ settings (flag > environment > the .env beside agent.py, never one in the curren
                        (the SDK tries twice more after a timeout)
   AGENT_SHELL_TIMEOUT  seconds before a shell command is killed      default 60
   AGENT_MAX_OUTPUT     characters of a tool result kept for the model  default 10000
+  AGENT_SANDBOX        1: as --sandbox                                default off
+  AGENT_SANDBOX_NETWORK 1: sandboxed commands keep the network         default off
 
 with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
   otherwise the task is read from standard input.
@@ -108,6 +112,8 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("task", nargs="*", help="what to do, in words")
     add("-y", "--yes", action="store_true", help="run shell commands without asking")
+    add("--sandbox", action="store_true", help="run shell commands in an OS sandbox: no network, writes only in the "
+        "workspace (Linux: bubblewrap; AGENT_SANDBOX=1)")  # fmt: skip
     add("--max-steps", type=positive_int, default=MAX_STEPS, metavar="N", help=f"model requests per task ({MAX_STEPS})")
     add("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
     add("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
@@ -119,7 +125,10 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--replay", type=Path, metavar="TRANSCRIPT", help="answer with a transcript's recorded replies")
     group.add_argument("--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation")
     group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
-    return parser.parse_args(argv)
+    options = parser.parse_args(argv)
+    global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
+    SANDBOX = SANDBOX or options.sandbox
+    return options
 
 
 def positive_int(text: str) -> int:

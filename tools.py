@@ -12,10 +12,12 @@ import functools
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from pathlib import Path
@@ -194,8 +196,8 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
     timeout = timeout or config.SHELL_TIMEOUT
     try:
         process = subprocess.Popen(
-            command,
-            shell=True,
+            sandboxed(command, workdir) if config.SANDBOX else command,
+            shell=not config.SANDBOX,
             cwd=workdir,
             env=shell_env(),
             stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
@@ -219,7 +221,7 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
     reader.join(KILL_GRACE)  # a process it started in the background may hold the output open
     text = output.text()
     if process.returncode:
-        text += f"\n[exit status {process.returncode}]"
+        text += f"\n[exit status {process.returncode}]{sandbox_hint(text)}"
     return text or "(no output)"
 
 
@@ -272,7 +274,8 @@ def consent(command: str) -> None:
         for line in lines
     )
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
-    say(f"\n{shown}\n\n{count}Run this command? [y/N] ", end="")
+    where = " in the sandbox (writes only in the workspace" + (")" if config.SANDBOX_NETWORK else ", no network)")
+    say(f"\n{shown}\n\n{count}Run this command{where if config.SANDBOX else ''}? [y/N] ", end="")
     answer = sys.stdin.readline().strip()
     if answer.lower() in ("y", "yes"):
         return
@@ -290,6 +293,72 @@ def resolve(path: str, workdir: Path) -> Path:
     if not target.is_relative_to(root):
         raise ToolError(f"{path} is outside the workspace ({root}); use a path inside it")
     return target
+
+
+# --- The sandbox: --sandbox confines every command with the operating system -----------------------
+# As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the workspace,
+# a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace and session. What it
+# does not stop is in the README section "The sandbox". macOS has sandbox-exec, with a profile to the same effect.
+
+NETWORK_FAILED = re.compile(r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
+                            r"Name or service not known|Connection refused|No route to host")  # fmt: skip
+
+
+def sandboxed(command: str, workdir: Path) -> list[str]:
+    """The command line that runs command in the sandbox, in the workspace."""
+    root = str(Path(workdir).resolve())
+    secrets = [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != str(path)]
+    if sys.platform == "darwin":
+        return ["sandbox-exec", "-p", seatbelt_profile(root, secrets), "/bin/sh", "-c", command]
+    hidden = [arg for path in secrets for arg in (("--tmpfs", str(path)) if path.is_dir() else
+                                                    ("--ro-bind", "/dev/null", str(path)))]  # fmt: skip
+    network = ["--share-net"] if config.SANDBOX_NETWORK else []
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--bind", root, root, *hidden, "--unshare-all", *network, "--die-with-parent", "--new-session",
+            "--chdir", root, "--", "/bin/sh", "-c", command]  # fmt: skip
+
+
+def seatbelt_profile(root: str, secrets: list[Path]) -> str:
+    """macOS: a sandbox-exec profile to the same effect (untested here: no macOS in CI)."""
+    denied = " ".join(f'({"subpath" if p.is_dir() else "literal"} "{p}")' for p in secrets)
+    network = "(allow network*)" if config.SANDBOX_NETWORK else "(deny network*)"
+    return (f'(version 1)(allow default)(deny file-write*)(allow file-write* (subpath "{root}") '
+            f'(subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null")) {network}'
+            + (f"(deny file-read* {denied})" if denied else ""))  # fmt: skip
+
+
+def sandbox_problem() -> str | None:
+    """Why --sandbox cannot work on this machine, in one line that says how to fix it; None if it can."""
+    if sys.platform == "darwin":
+        return None if os.path.exists("/usr/bin/sandbox-exec") else "--sandbox needs /usr/bin/sandbox-exec (macOS)"
+    if not sys.platform.startswith("linux"):
+        return f"--sandbox is not available on {sys.platform}: it needs Linux (bubblewrap) or macOS (sandbox-exec)"
+    if not shutil.which("bwrap"):
+        return ("--sandbox needs bubblewrap, which is not installed: sudo apt-get install bubblewrap "
+                "(Fedora: sudo dnf install bubblewrap)")  # fmt: skip
+    tried = subprocess.run(sandboxed("true", Path(tempfile.gettempdir())), capture_output=True, text=True)
+    if tried.returncode:
+        return (f"--sandbox: bubblewrap cannot make a sandbox here ({tried.stderr.strip()[:200]}); user namespaces "
+                "may be disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04 "
+                "kernel.apparmor_restrict_unprivileged_userns=0")  # fmt: skip
+    return None
+
+
+def sandbox_mode() -> str:
+    """How commands run, for the line the agent starts with: "" when not sandboxed."""
+    return ("; commands run in a sandbox" + ("" if config.SANDBOX_NETWORK else " with no network")) * config.SANDBOX
+
+
+def sandbox_hint(output: str) -> str:
+    """For a sandboxed command that failed: what the sandbox refused, so the model need not guess."""
+    if not config.SANDBOX:
+        return ""
+    hints = (
+        ["outside the workspace the file system is read-only (sandbox)"] if "Read-only file system" in output else []
+    )
+    if not config.SANDBOX_NETWORK and NETWORK_FAILED.search(output):
+        hints.append("there is no network in the sandbox; the user can allow it with AGENT_SANDBOX_NETWORK=1")
+    return "".join(f"\n[{hint}]" for hint in hints)
 
 
 # --- Files: opened so that a symlink swapped in after resolve() cannot lead out -------------------

@@ -156,6 +156,13 @@ def rebuild(events: list[dict]) -> list[dict]:
     return messages
 
 
+# What a call of a killed run that was never answered gets, when the run is resumed.
+UNANSWERED = (
+    "unknown: the earlier run ended before this call was answered; it may or may not have run, "
+    "so check before repeating it"
+)
+
+
 class ReplayEnded(Exception):
     """The run asked for more replies than the transcript recorded."""
 

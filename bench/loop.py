@@ -93,6 +93,18 @@ def no_model_starts(pairs: int) -> dict:
     return extra
 
 
+def sandbox_cost(run, steps: int, pairs: int) -> dict:
+    """What --sandbox adds: the same session sandboxed and not, in turn; the ratio and the milliseconds per command."""
+    problem = tools.sandbox_problem()
+    if problem:
+        return {"not_measured": problem}
+    runs = [(run("--sandbox")["wall_s"], run()["wall_s"]) for _ in range(pairs)]
+    return {
+        "ratio": statistics.median(a / b for a, b in runs),
+        "ms_per_command": statistics.median((a - b) * 1000 / steps for a, b in runs),
+    }
+
+
 def prefix_stability(requests: list[dict]) -> tuple[int, int]:
     """Consecutive pairs whose later messages begin with the earlier ones, with the same tools."""
     kept = 0
@@ -134,7 +146,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="bench-"))
     (folder / "request.json").write_text(json.dumps({"system": agent_module.SYSTEM_PROMPT, "tools": tools.TOOLS}))
 
-    def agent(steps: int, kind: str = "echo") -> list[str]:
+    def agent(steps: int, kind: str = "echo", *extra: str) -> list[str]:
         workdir, transcript = str(folder / "work"), str(folder / f"{time.monotonic_ns()}.jsonl")
         return [
             sys.executable,
@@ -150,6 +162,7 @@ def main() -> None:
             workdir,
             "--transcript",
             transcript,
+            *extra,
             "go",
         ]
 
@@ -173,6 +186,7 @@ def main() -> None:
         sys.exit("bench: the baseline's requests differ from the agent's, so the comparison would be unfair")
     start_agents, start_baselines = alternate(0, start_pairs)  # an answer at once: only the start is timed
     flood = measure(agent(flood_steps, "flood"), server, folder)
+    sandbox = sandbox_cost(lambda *extra: measure(agent(steps, "echo", *extra), server, folder), steps, pairs)
     no_model = no_model_starts(start_pairs)
     server.close()
     kept, seen = prefix_stability(agents[0]["requests"])
@@ -191,6 +205,7 @@ def main() -> None:
         },
         "prefix_stability": {"kept": kept, "pairs": seen},
         "no_model_extra_ms": no_model,
+        "sandbox": sandbox,
     }
     options.json.parent.mkdir(parents=True, exist_ok=True)
     options.json.write_text(json.dumps(figures, indent=2))
@@ -201,6 +216,14 @@ def main() -> None:
     if options.quick:
         print("\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure")
     print(f"\nfigures: {options.json}")
+
+
+def sandbox_row(sandbox: dict, steps: int, pairs: int) -> list[str]:
+    """The row for --sandbox against the same session without it."""
+    if "not_measured" in sandbox:
+        return ["--sandbox against the same session without it", "not measured", "", sandbox["not_measured"], "", ""]
+    extra = f"{sandbox['ratio']:.3f} ({sandbox['ms_per_command']:+.1f} ms a command)"
+    return [f"--sandbox against the same session without it, {steps} steps, {pairs} pairs", "", "", extra, "", ""]
 
 
 def table(f: dict) -> str:
@@ -257,6 +280,7 @@ def table(f: dict) -> str:
             ]
             for name, ms in f["no_model_extra_ms"].items()
         ],
+        sandbox_row(f["sandbox"], f["steps"], f["pairs"]),
     ]
     return "\n".join("| " + " | ".join(row) + " |" for row in rows) + f"\n\nmachine: {f['machine']}"
 
