@@ -73,6 +73,19 @@ def open_file(path: Path | None, mode: str = "x"):
     return open(fd, "a", encoding="utf-8", errors="backslashreplace")
 
 
+def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
+    """The transcript this run writes: the one it resumes, appended to, or a new one (at path, or in runs/). A
+    lesson in examples/ is never changed: resuming one starts a new transcript that begins with its events."""
+    if resume and not resume.resolve().is_relative_to(config.HERE / "examples"):
+        return open_file(resume, "a")
+    transcript = open_file(path, "x")
+    if resume:
+        say(f"agent: {resume} is a lesson and stays as it is; this conversation goes on in {transcript.name}")
+        for event in recorded:
+            record(transcript, event["type"], **{k: v for k, v in event.items() if k != "type"})
+    return transcript
+
+
 def lock(fd: int) -> None:
     """Lock an open file for this process alone, or raise OSError at once if another holds it (POSIX flock;
     Windows has no flock, and there two agents can still write one transcript)."""

@@ -153,18 +153,6 @@ def test_deepseek_key_is_the_fallback(agent, server):
     assert server.requests[0]["headers"]["authorization"] == "Bearer sk-deepseek-fallback"
 
 
-def test_dotenv_in_the_current_folder_is_read_and_the_environment_wins(agent, server, tmp_path):
-    (tmp_path / ".env").write_text("AGENT_MODEL=from-dotenv\nDEEPSEEK_API_KEY=sk-from-dotenv\n")
-    env = clean_env(AGENT_API_KEY=KEY)
-    del env["AGENT_MODEL"], env["DEEPSEEK_API_KEY"]
-    server.add(reply("hi"), reply("hi"))
-    agent("go", env=env)
-    agent("go", env={**env, "AGENT_MODEL": "from-environment"})
-    assert server.requests[0]["body"]["model"] == "from-dotenv"
-    assert server.requests[1]["body"]["model"] == "from-environment"
-    assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
-
-
 def test_flag_beats_the_environment(agent, server):
     server.add(reply("hi"))
     agent("go", "--model", "from-flag")

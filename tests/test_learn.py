@@ -249,7 +249,10 @@ def test_a_replay_that_matches_says_nothing_about_it(tmp_path):
 
 def test_a_replay_with_another_task_is_warned_about_at_the_start(tmp_path):
     done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "delete everything")
-    assert done.stderr.startswith("replay: the recorded replies answer 'Write tool_demo.py")
+    lesson, warning = done.stderr.splitlines()[:2]  # the lesson's note, then the warning, before anything runs
+    assert lesson.startswith("lesson: ") and warning.startswith(
+        "replay: the recorded replies answer 'Write tool_demo.py"
+    )
 
 
 def test_stream_with_replay_prints_the_recorded_answer(tmp_path):

@@ -15,7 +15,7 @@ from scripted_server import ScriptedServer, call, reply
 import tools
 from tools import ToolError
 
-MODULES = ("agent.py", "config.py", "dialects.py", "servers.py", "text.py", "tools.py", "transcripts.py")
+MODULES = ("agent.py", "cli.py", "config.py", "dialects.py", "servers.py", "text.py", "tools.py", "transcripts.py")
 
 
 @pytest.fixture
@@ -66,12 +66,23 @@ def test_the_projects_dotenv_is_read_as_written_and_reaches_no_command(project, 
     assert "PLANTED" not in output and "LD_PRELOAD" not in output and "proxy.invalid" not in output
 
 
-def test_an_empty_variable_in_the_environment_keeps_the_files_value_out(project, tmp_path, server):
+def test_the_environment_beats_the_projects_dotenv_and_an_empty_variable_keeps_it_out(project, tmp_path, server):
     (project / ".env").write_text("AGENT_MODEL=from-the-file\n")
-    server.add(reply("a"), reply("b"))
+    server.add(reply("a"), reply("b"), reply("c"))
     start(project, tmp_path, "--base-url", server.url, "go")
+    start(project, tmp_path, "--base-url", server.url, "go", AGENT_MODEL="from-the-environment")
     start(project, tmp_path, "--base-url", server.url, "go", AGENT_MODEL="")
-    assert [r["body"]["model"] for r in server.requests] == ["from-the-file", "deepseek-flash"]
+    models = [r["body"]["model"] for r in server.requests]
+    assert models == ["from-the-file", "from-the-environment", "deepseek-flash"]
+
+
+def test_the_key_from_the_projects_dotenv_is_blanked_in_what_a_tool_shows(project, tmp_path, server):
+    (project / ".env").write_text(f"AGENT_API_KEY={KEY}\nAGENT_BASE_URL={server.url}\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "leak.txt").write_text(f"the key is {KEY}\n")
+    server.add(reply(tool_calls=[call("read_file", {"path": "leak.txt"})]), reply("done"))
+    done = start(project, tmp_path, "go")
+    assert done.returncode == 0 and server.messages(1)[-1]["content"] == "the key is ***\n"
 
 
 # The consent prompt shows what runs: every character that Unicode puts in a category a terminal draws as nothing

@@ -81,14 +81,10 @@ def test_show_prints_escapes_as_text(agent, server):
 # 2. The key goes nowhere.
 
 
-@pytest.mark.parametrize("where", ["environment", ".env"])
-def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(agent, server, where):
+def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(agent, server):
     (agent.workdir).mkdir()
     (agent.workdir / ".env").write_text(f"AGENT_API_KEY={KEY}\n")
     env = clean_env(AGENT_API_KEY=KEY, AUTH=f"Bearer {KEY}", KEYS=f"a,{KEY},b", HARMLESS="visible")
-    if where == ".env":  # the key only in .env, in the folder the agent starts in
-        del env["AGENT_API_KEY"], env["DEEPSEEK_API_KEY"]
-        (agent.tmp_path / ".env").write_text(f"AGENT_API_KEY={KEY}\n")
     server.add(
         reply(
             tool_calls=[

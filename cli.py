@@ -1,0 +1,155 @@
+"""The command line: python agent.py [options] "task". Options and --help are in config.py.
+
+agent.py runs main() below when it is started as a program; this file holds what the command line adds to
+run(): reading the task or one task after another, the transcript file, signals, exit statuses, and printing
+the answer. The loop itself is agent.run().
+"""
+
+import contextlib
+import signal
+import sys
+
+import config
+import servers
+import tools
+import transcripts
+from agent import SYSTEM_PROMPT, Outcome, answer_pending, end, run
+from text import say, visible
+
+EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other status: 3, no answer
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled as Ctrl-C is; its argument is the exit status, 128 + the signal's number."""
+
+
+def stop_on_signal(number: int, frame) -> None:
+    raise Stopped(128 + number)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run what the command line asks for; return the exit status."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
+        stream.reconfigure(errors="replace")
+    try:
+        options = config.parse_options(argv)
+        source = options.show or options.replay or options.resume
+        recorded = transcripts.read(source) if source else []
+    except (OSError, ValueError) as e:  # a bad setting (ConfigError), or a transcript that cannot be read
+        say(f"agent: {e}" if isinstance(e, config.ConfigError) else f"agent: cannot read the transcript: {e}")
+        return 2
+    if options.show:
+        transcripts.show(recorded, SYSTEM_PROMPT)
+        return 0
+    if config.SANDBOX and (problem := tools.sandbox_problem()):  # never silently unsandboxed
+        say(f"agent: {problem}")
+        return 2
+    if not options.replay and not config.API_KEY and not servers.is_loopback(options.base_url):
+        say(f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
+            "or in .env; .env.example shows how. No key yet? Try the loop on a recorded run: "
+            "python agent.py --replay examples/lesson-01.jsonl")  # fmt: skip
+        return 2
+    task = read_task(options, recorded)
+    if not task and not sys.stdin.isatty():
+        say('agent: no task. Give one, as in: python agent.py "list the files"')
+        return 2
+    try:
+        options.workdir.mkdir(parents=True, exist_ok=True)
+        transcript = transcripts.open_run(options.transcript, options.resume, recorded)
+    except (OSError, transcripts.TranscriptError) as e:
+        say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
+        return 2
+    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # a closed terminal, kill, systemd
+        if number:
+            signal.signal(number, stop_on_signal)
+    try:
+        return converse(options, task, recorded, transcript)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP before a task began: nothing to answer
+        say("\nagent: interrupted")
+        return e.args[0] if isinstance(e, Stopped) else 130
+    except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
+        say(f"agent: {e}; the run was stopped")
+        return 1
+    finally:
+        tools.end_all()  # a command's background processes end with the agent
+        with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost
+            transcript.close()
+
+
+def converse(options, task: str, recorded: list[dict], transcript) -> int:
+    """Run the task, or ask for one task after another; print the token totals; return the exit status."""
+    replay = transcripts.Replay(recorded, options.replay) if options.replay else None
+    client = replay or servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
+    if replay and recorded[0].get("note"):  # a lesson says what it shows
+        say(f"lesson: {recorded[0]['note']}")
+    if replay and replay.other_task(task):
+        say(f"replay: the recorded replies answer {replay.other_task(task)!r}, not this task; they will not change")
+    where = replay.base_url if replay else options.base_url
+    settings = {"model": options.model, "base_url": where, "workspace": str(options.workdir.resolve())}
+    messages = transcripts.start(recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript)
+    answer_pending(messages, transcripts.UNANSWERED, transcript)  # a resumed run that was killed mid-step
+    say(f"{options.model} at {where}, working in {options.workdir}{tools.sandbox_mode()}; "
+        f"transcript: {transcript.name}")  # fmt: skip
+    if not replay and config.API_KEY and where.startswith("http://") and not servers.is_loopback(where):
+        say(f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours")
+    status, used = 0, []
+    for each in [task] if task else tasks():
+        outcome = turn(each, messages, options, client, transcript)
+        used += outcome.used
+        status = EXIT_STATUS.get(outcome.status, 3)
+        if outcome.status == "answered" and not (options.stream and sys.stdout.isatty()):  # else printed as it came
+            print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)  # piped: as written
+    if used:
+        say(f"total: {servers.describe_tokens(servers.total_tokens(used))}")
+    if replay:
+        replay.report(transcript)
+    return status if task else 0  # typed tasks: the session ended as asked
+
+
+def turn(task: str, messages: list[dict], options, client, transcript) -> Outcome:
+    """Run one task. Ctrl-C or a replay that runs out ends the turn; SIGTERM and SIGHUP end the agent too."""
+    try:
+        return run(task, messages, client=client, model=options.model, max_steps=options.max_steps,
+                   workdir=options.workdir, yes=options.yes, stream=options.stream, trace=options.trace,
+                   transcript=transcript)  # fmt: skip
+    except transcripts.ReplayEnded as e:
+        answer_pending(messages, f"not run: {e}", transcript)
+        return end(transcript, "replay_ended", f"{e}; this run needs more steps than were recorded", [])
+    except KeyboardInterrupt as e:  # tools.run_shell has already ended a running command
+        answer_pending(messages, "interrupted by the user", transcript)
+        transcripts.record(transcript, "turn/end", status="interrupted")
+        if isinstance(e, Stopped):
+            raise
+        say("\nagent: interrupted")
+        return Outcome("interrupted", "interrupted by the user", [])
+
+
+def tasks():
+    """Tasks typed at the terminal, one a line, until exit or Ctrl-D; Ctrl-C at the prompt gives a new prompt."""
+    while True:
+        say("> ", end="")
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt as e:
+            if isinstance(e, Stopped):
+                raise
+            say("")
+            continue
+        if not line or line.strip() == "exit":
+            say("", end="" if line else "\n")  # Ctrl-D: the shell's prompt then starts a line of its own
+            return
+        if line.strip():
+            yield line.strip()
+
+
+def read_task(options, recorded: list[dict]) -> str:
+    """The task: from the command line, else the replayed transcript's, else piped in. "" means ask for tasks."""
+    task = " ".join(options.task).strip()
+    if options.replay and not task:  # standard input stays unread: pdb may be reading it
+        if not sys.stdin.isatty():
+            say("agent: a replay answers its recorded task; standard input is not read")
+        return transcripts.recorded_task(recorded)
+    if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
+        task = sys.stdin.read().strip()
+    return task
