@@ -11,15 +11,20 @@ and nothing from it reaches the environment of the commands the agent runs.
 """
 
 import argparse
+import importlib.util
 import os
 from pathlib import Path
 
-from dotenv import dotenv_values
+try:
+    from dotenv import dotenv_values
+except ModuleNotFoundError:  # not installed yet: parse_options() says how to install it, in one line
+    dotenv_values = None
 
 HERE = Path(__file__).resolve().parent
 NAMES = ("AGENT_BASE_URL", "AGENT_MODEL", "AGENT_API_KEY", "DEEPSEEK_API_KEY", "AGENT_TIMEOUT",
          "AGENT_SHELL_TIMEOUT", "AGENT_MAX_OUTPUT", "AGENT_SANDBOX", "AGENT_SANDBOX_NETWORK")  # fmt: skip
-FILE = {k: v for k, v in dotenv_values(HERE / ".env", interpolate=False).items() if k in NAMES and v is not None}
+FILE = {k: v for k, v in (dotenv_values(HERE / ".env", interpolate=False) if dotenv_values else {}).items()
+        if k in NAMES and v is not None}  # fmt: skip
 
 
 def setting(name: str) -> str:
@@ -126,6 +131,12 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation")
     group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
     options = parser.parse_args(argv)
+    missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"{' and '.join(missing)} not installed here; in this folder run: python3 -m venv .venv "
+            "&& . .venv/bin/activate && pip install -e .  (or activate the .venv made before)"
+        )
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
     return options

@@ -46,7 +46,9 @@ def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, 
         result, ok = TOOL_MAP[name](**args, workdir=workdir), True
     except ToolError as e:
         result, ok = f"error: {e}", False
-    except Exception as e:  # noqa: BLE001 -- a bug or an OS error in a tool is news for the model, not a crash
+    except Exception as e:  # a bug or an OS error in a tool is news for the model, not a crash
+        if type(e).__module__ == "bdb":  # q in pdb: the person leaves the debugger; no tool failed
+            raise
         result, ok = f"error: {type(e).__name__}: {e}", False
     return clip(result), ok  # the key blanked out (a file or a command may show it), at most MAX_OUTPUT long
 
