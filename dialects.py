@@ -8,6 +8,7 @@ need" (rule 10) lists the families and the server setting that avoids the leak.
 """
 
 import bisect
+import itertools
 import json
 import re
 import sys
@@ -105,11 +106,28 @@ def split_thinking(content: str) -> tuple[str, str]:
     for _family, opening, closing, _source in THINKING:
         if rest.lstrip().startswith(opening):
             inner, closed, after = rest.lstrip()[len(opening) :].partition(closing)
-            return inner, after if closed else ""
+            return inner, response(after) if closed else ""
         before, closed, after = rest.partition(closing)
-        if closed and opening not in before and not FENCE_LINE.search(before) and not indented(rest, len(before)):
-            return before, after
+        if closed and opening not in before and ends_thinking(rest, len(before), len(closing)):
+            return before, response(after)
     return "", content
+
+
+def ends_thinking(text: str, at: int, length: int) -> bool:
+    """Whether a closing tag that no opening tag opened, at text[at], ends thinking rather than being quoted: it
+    ends its line or a tool call follows it (GLM-4.7), and it is not in code (fenced, `inline` or indented)."""
+    after = text[at + length :]
+    ends = not after.split("\n", 1)[0].strip() or after.lstrip().startswith(("<", "["))
+    fenced = len(FENCE_LINE.findall(text, 0, at)) % 2 == 1
+    return ends and not fenced and not indented(text, at) and not any(a <= at < b for a, b in inline_code(text))
+
+
+def response(text: str) -> str:
+    """The answer after thinking, without Cohere's response markers around it."""
+    stripped = text.strip()
+    if stripped.startswith("<|START_RESPONSE|>"):
+        return stripped.removeprefix("<|START_RESPONSE|>").removesuffix("<|END_RESPONSE|>")
+    return text
 
 
 def no_answer(assistant: dict, thinking: str) -> str:
@@ -150,32 +168,48 @@ DS_BEGIN, DS_SEP, DS_END = (
 DS_CALLS = "|".join(
     deepseek_token(*w) for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
 )
+# Bodies are read up to their closing tag or, where a model may leave it out, to the next opening tag or the end:
+# "(?:(?!<opening).)*?" stops at the next opening, so that text with thousands of unclosed ones reads in one pass.
 DSML = re.compile(
     rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)", re.S
 )
-DSML_INVOKE = re.compile(rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>.*?)</{B}DSML{B}invoke>', re.S)
-DSML_PARAMETER = re.compile(
-    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>.*?)</{B}DSML{B}parameter>', re.S
+DSML_INVOKE = re.compile(
+    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>', re.S
 )
-MINIMAX = re.compile(r"<minimax:tool_call>(?P<body>.*?)(?:</minimax:tool_call>|$)", re.S)
-MINIMAX_INVOKE = re.compile(r'<invoke\s+name="?(?P<name>[^">]*)"?\s*>(?P<body>.*?)</invoke>', re.S)
-MINIMAX_PARAMETER = re.compile(r'<parameter\s+name="?(?P<name>[^">]*)"?\s*>(?P<value>.*?)</parameter>', re.S)
-TOOL_CALL = re.compile(r"<tool_call>\s*(?P<body>.*?)\s*(?:</tool_call>|$)", re.S)
-XML_FUNCTION = re.compile(r"<function=(?P<name>[^>\n]+)>(?P<body>.*?)(?:</function>|$)", re.S)
-XML_PARAMETER = re.compile(r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>", re.S)
-GLM = re.compile(r"(?P<name>[^\s<>{}\[\]]+)\s*(?P<body>(?:<arg_key>.*)?)$", re.S)
-GLM_ARGUMENT = re.compile(r"<arg_key>(?P<name>.*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>.*?)</arg_value>", re.S)
-KIMI = re.compile(
-    r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*(?P<arguments>.*?)\s*"
-    r"(?:<\|tool_call_end\|>|(?=<\|)|$)",  # or the next token: the end token missing
+DSML_PARAMETER = re.compile(
+    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>(?:(?!<{B}DSML{B}parameter).)*?)'
+    rf"</{B}DSML{B}parameter>",
     re.S,
 )
+MINIMAX = re.compile(r"<minimax:tool_call>(?P<body>.*?)(?:</minimax:tool_call>|$)", re.S)
+MINIMAX_INVOKE = re.compile(
+    r"""<invoke\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<body>(?:(?!<invoke).)*?)</invoke>""", re.S
+)
+MINIMAX_PARAMETER = re.compile(
+    r"""<parameter\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""", re.S
+)
+TOOL_CALL = re.compile(r"<tool_call>\s*")
+TOOL_CALL_END = re.compile(r"\s*(?:</tool_call>|$)")
+XML_FUNCTION = re.compile(r"<function=(?P<name>[^>\n]+)>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S)
+# A parameter ends at its closing tag, or where the next begins or the function ends (vLLM qwen3coder_tool_parser.py).
+XML_PARAMETER = re.compile(
+    r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)", re.S
+)
+GLM = re.compile(
+    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]+)(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)", re.S
+)
+GLM_ARGUMENT = re.compile(
+    r"<arg_key>(?P<name>(?:(?!<arg_key>).)*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>(?:(?!<arg_key>).)*?)</arg_value>",
+    re.S,
+)
+KIMI = re.compile(r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*")
+KIMI_ARGUMENTS = re.compile(r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S)
 DEEPSEEK_V3 = re.compile(
     rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]+)|<(?P<bare>[^>\n]+)>)\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
     rf"\s*(?:{DS_END}|$)",
     re.S,
 )
-DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]*?){DS_SEP}(?P<arguments>.*?)(?:{DS_END}|$)", re.S)
+DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]*?){DS_SEP}\s*")
 HARMONY = re.compile(
     r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]+))?\s*<\|channel\|>(?:analysis|commentary)"
     r"(?: to=functions\.(?P<to>[^<\s]+))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
@@ -183,8 +217,9 @@ HARMONY = re.compile(
 HARMONY_GLUED_CALL = re.compile(
     r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]+)\s*(?:<\|constrain\|>)?(?:json)?\s*"
 )
-MISTRAL_NAME = re.compile(r"\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=\{)")
+MISTRAL_NAME = re.compile(r'\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])')
 BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?=\{)")
+PYTHONIC_LINES = re.compile(r"(?P<calls>(?:[A-Za-z_]\w*\(.*\)\s*)+?)(?:</function_calls>|$)", re.S)
 
 
 def json_at(text: str, at: int):
@@ -199,7 +234,7 @@ def text_call(name, arguments) -> dict | None:
     """A recovered call shaped as a server sends one (it has no id: servers.tool_call() gives it one); None if
     its arguments are not an object, also when they come as a string (once or twice encoded) that holds none."""
     if isinstance(arguments, str):
-        arguments, _ = parse_sloppy(arguments) if arguments.strip() else ({}, None)
+        arguments = json.loads(clean_arguments(arguments)[0]) if arguments.strip() else {}
     if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
     return {
@@ -209,27 +244,40 @@ def text_call(name, arguments) -> dict | None:
 
 
 def named_object(value) -> dict | None:
-    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama, Mistral, xLAM)."""
+    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama, Mistral, xLAM). Without
+    either, or with a JSON schema in it ("show me the tool's schema"), it is no call."""
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
-    return text_call(value["name"], value.get("arguments", value.get("parameters", {})))
+    arguments = value.get("arguments", value.get("parameters"))
+    if arguments is None or (isinstance(arguments, dict) and {"type", "properties"} <= set(arguments)):
+        return None
+    return text_call(value["name"], arguments)
+
+
+def only(body: str, inner: re.Pattern) -> list[re.Match] | None:
+    """The inner elements of a block's body, or None if anything but whitespace stands between or after them: an
+    unclosed block followed by prose ("... and then it closes the tag") is quoted, not a call."""
+    found = list(inner.finditer(body))
+    gaps = [body[a.end() : b.start()] for a, b in itertools.pairwise(found)]
+    edges = [body[: found[0].start()], body[found[-1].end() :]] if found else [body]
+    return found if not "".join(gaps + edges).strip() else None
 
 
 def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
     """The calls of a DSML or MiniMax block: one per invoke, a string per parameter (DSML marks others)."""
     calls = []
-    for each in invoke.finditer(body):
+    for each in only(body, invoke) or [None]:
+        parameters = only(each.group("body"), parameter) if each else None
+        if parameters is None:
+            return [None]
         args = {}
-        for p in parameter.finditer(each.group("body")):
+        for p in parameters:
             value = p.group("value")
-            if 'string="false"' in p.groupdict().get("attrs", ""):
-                value = json_at(value.strip(), 0)
-                if value is None:
-                    return [None]
-                value = value[0]
+            if 'string="false"' in p.groupdict().get("attrs", ""):  # DeepSeek marks a value that is not text
+                value = (json_at(value.strip(), 0) or [None])[0]
             args[p.group("name").strip()] = value
-        calls.append(text_call(each.group("name"), args))
-    return calls or [None]
+        calls.append(text_call(each.group("name"), args) if None not in args.values() else None)
+    return calls
 
 
 def read_dsml(text: str, at: int):
@@ -242,23 +290,26 @@ def read_dsml(text: str, at: int):
 
 def read_tool_call(text: str, at: int):
     """<tool_call>: Hermes' JSON object, Granite 3.1's JSON list, Qwen3-coder's XML or GLM's arg_key pairs."""
-    block = TOOL_CALL.match(text, at)
-    if not block:
+    opening = TOOL_CALL.match(text, at)
+    if not opening:
         return None
-    body = block.group("body")
-    if body.startswith("<function="):
-        found = read_function(body, 0)
-        return (found[0] if found and not body[found[1] :].strip() else [None]), block.end()
-    if body.startswith(("{", "[")):
-        found = json_at(body, 0) if body.startswith("[") else None
-        value = parse_sloppy(body)[0] if body.startswith("{") else found and found[1] == len(body) and found[0]
-        values = value if isinstance(value, list) else [value]
-        return [named_object(v) for v in values] or [None], block.end()
-    glm = GLM.match(body)
-    if not glm:
-        return [None], block.end()
-    args = {a.group("name").strip(): a.group("value").strip() for a in GLM_ARGUMENT.finditer(glm.group("body"))}
-    return [text_call(glm.group("name"), args)], block.end()
+    if text.startswith("<function=", opening.end()):
+        found = read_function(text, opening.end())
+        close = found and TOOL_CALL_END.match(text, found[1])
+        return close and (found[0], close.end())
+    if text.startswith(("{", "["), opening.end()):  # read as JSON: a </tool_call> in a value is the value's
+        found = json_at(text, opening.end())
+        close = found and TOOL_CALL_END.match(text, found[1])  # then the closing tag, or the end of the text
+        if not close:
+            return None
+        values = found[0] if isinstance(found[0], list) else [found[0]]
+        return [named_object(v) for v in values] or [None], close.end()
+    glm = GLM.match(text, at)
+    arguments = only(glm.group("body"), GLM_ARGUMENT) if glm else None
+    if arguments is None:
+        return None
+    args = {a.group("name").strip(): a.group("value").strip() for a in arguments}
+    return [text_call(glm.group("name"), args)], glm.end()
 
 
 def read_function(text: str, at: int):
@@ -269,16 +320,26 @@ def read_function(text: str, at: int):
     body = block.group("body").strip()
     if body.startswith("{"):
         return [text_call(block.group("name"), body)], block.end()
-    args = {p.group("name").strip(): p.group("value") for p in XML_PARAMETER.finditer(body)}
-    return [text_call(block.group("name"), args)], block.end()
+    parameters = only(body, XML_PARAMETER)
+    if parameters is None:
+        return None
+    return [
+        text_call(block.group("name"), {p.group("name").strip(): p.group("value") for p in parameters})
+    ], block.end()
 
 
 def read_kimi(text: str, at: int):
+    """One Kimi K2 call: functions.NAME:INDEX, then its arguments, read as JSON where they are JSON."""
     call = KIMI.match(text, at)
     if not call:
         return None
     name = call.group("name").removeprefix("functions.").rsplit(":", 1)[0]  # functions.read_file:0
-    return [text_call(name, call.group("arguments"))], call.end()
+    found = json_at(text, call.end())
+    if found:
+        end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
+        return [text_call(name, found[0])], end + len("<|tool_call_end|>") * text.startswith("<|tool_call_end|>", end)
+    arguments = KIMI_ARGUMENTS.match(text, call.end())
+    return [text_call(name, arguments.group("arguments"))], arguments.end()
 
 
 def read_deepseek(text: str, at: int):
@@ -286,7 +347,11 @@ def read_deepseek(text: str, at: int):
     if call:
         return [text_call(call.group("name") or call.group("bare"), call.group("arguments"))], call.end()
     call = DEEPSEEK_V31.match(text, at)
-    return ([text_call(call.group("name"), call.group("arguments"))], call.end()) if call else None
+    found = json_at(text, call.end()) if call else None
+    if not found:
+        return None
+    end = re.compile(rf"\s*(?:{DS_END})?").match(text, found[1]).end()
+    return [text_call(call.group("name"), found[0])], end
 
 
 def read_mistral(text: str, at: int):
@@ -322,7 +387,7 @@ def read_harmony(text: str, at: int):
 
 def read_json(text: str, at: int):
     """Bare JSON: {"name", "parameters"} (Llama 3.x), a list of {"name", "arguments"} (Mistral with its tokens
-    stripped, xLAM, Phi-4-mini), or NAME{json} (Mistral v11 with [TOOL_CALLS] and [ARGS] stripped)."""
+    stripped, xLAM, Phi-4-mini, Granite 3.0), or NAME{json} (Mistral v11 with [TOOL_CALLS] and [ARGS] stripped)."""
     named = BARE_NAME.match(text, at)
     found = json_at(text, named.end() if named else at)
     if not found:
@@ -334,14 +399,19 @@ def read_json(text: str, at: int):
 
 
 def read_pythonic(text: str, at: int):
-    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, OLMo 3, LFM2; literal keyword arguments."""
+    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, LFM2; or one call a line inside
+    <function_calls> (OLMo 3). Keyword arguments with literal values only: true, false and null as JSON's."""
     import ast
 
-    if not text.startswith("[", at):
+    if text.startswith("[", at):
+        end = text.rfind("]") + 1
+        source = text[at:end]
+    elif text[:at].rstrip().endswith("<function_calls>") and (lines := PYTHONIC_LINES.match(text, at)):
+        end, source = lines.end("calls"), "[" + ",".join(lines.group("calls").split("\n")).strip(",") + "]"
+    else:
         return None
-    end = text.rfind("]") + 1
     try:
-        tree = ast.parse(text[at:end].strip(), mode="eval").body
+        tree = ast.parse(source.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(tree, ast.List) or not all(
@@ -351,11 +421,21 @@ def read_pythonic(text: str, at: int):
     calls = []
     for call in tree.elts:
         try:
-            args = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+            args = {k.arg: literal(k.value) for k in call.keywords if k.arg}
         except (ValueError, SyntaxError, RecursionError):
             return [None], end
         calls.append(text_call(call.func.id, args) if not call.args else None)
     return calls or [None], end
+
+
+def literal(node):
+    """A Python literal's value; true, false and null as JSON's (OLMo 3 writes them so)."""
+    import ast
+
+    json_names = {"true": True, "false": False, "null": None}
+    if isinstance(node, ast.Name) and node.id in json_names:
+        return json_names[node.id]
+    return ast.literal_eval(node)
 
 
 # (family, where its shape comes from, the markup that opens it or None for a bare one, its reader)
@@ -379,23 +459,32 @@ FAMILIES = [
     ("gpt-oss (harmony)", "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
      r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=",
      read_harmony),
-    ("Llama 3.x JSON; Mistral, xLAM and Phi-4-mini with their tokens stripped",
-     "vLLM tool_parsers/llama_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, phi4mini_tool_parser.py",
-     r"<\|python_tag\|>|functools(?=\[)", read_json),
+    ("Llama 3.x JSON; Granite 3.0; Mistral, xLAM and Phi-4-mini with their tokens stripped",
+     "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, "
+     "phi4mini_tool_parser.py",
+     r"<\|python_tag\|>|functools(?=\[)|<\|tool_call\|>", read_json),
     ("Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
      "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py",
      r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>", read_pythonic),
 ]  # fmt: skip
+OPENINGS = [(family, re.compile(opening), reader) for family, _source, opening, reader in FAMILIES]
 OPENING = re.compile("|".join(f"(?:{opening})" for _f, _s, opening, _r in FAMILIES))
 # Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section ends, the
 # end-of-turn tokens a server that did not stop on them leaves in, Llama's separators between JSON calls).
-BETWEEN = re.compile(r"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|"
-                     rf"{DS_CALLS}|{deepseek_token('end', 'of', 'sentence')}|"
-                     r"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|</s>|<\|python_tag\|>|<\|python_start\|>|<\|python_end\|>|"
-                     r"<\|call\|>|<\|end\|>|<\|return\|>|<function_calls>|</function_calls>|<\|tool_call_start\|>|"
-                     r"<\|tool_call_end\|>|functools(?=\[))+")  # fmt: skip
+ANNOUNCING = (
+    r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|<\|tool_call\|>"
+)
+END_OF_SENTENCE = deepseek_token("end", "of", "sentence")
+BETWEEN = re.compile(
+    rf"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|{DS_CALLS}|{END_OF_SENTENCE}|<\|im_end\|>|<\|eot_id\|>|"
+    r"<\|eom_id\|>|</s>|<\|python_end\|>|<\|observation\|>|<\|user\|>|<\|call\|>|<\|end\|>|<\|return\|>|"
+    rf"</function_calls>|<\|tool_call_end\|>|{ANNOUNCING})+"
+)
 FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
+# Words that introduce a quoted example rather than a call: "a call looks like this:".
+QUOTING = re.compile(r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|writes?)\b",
+                     re.I)  # fmt: skip
 
 
 def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
@@ -411,10 +500,8 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
         return [], content, []
     starts = [len(rest) - len(rest.lstrip())]  # a bare row counts only when it is the whole text
     opening = first_opening(rest)
-    before = rest[:opening] if opening is not None else ""
-    # Markup after a colon, or after thinking that did not start the reply, is quoted: "it looks like this:".
-    if opening is not None and opening != starts[0] and not before.rstrip().endswith(":"):
-        starts += [opening] if not any(tag in before for tag in THINKING_TAGS) else []
+    if opening is not None and opening != starts[0] and not quoted(rest, opening):
+        starts.append(opening)
     for start in starts:
         calls, family = read_calls(rest, start, known, bare=start == starts[0])
         if calls:
@@ -424,6 +511,17 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
             )
             return calls, content[: offset + start].rstrip(), [happened]  # fmt: skip
     return [], content, []
+
+
+def quoted(text: str, at: int) -> bool:
+    """Whether markup at text[at], after some text, is quoted rather than a call: thinking that did not start the
+    reply stands before it, or a colon after words that introduce an example ("a call looks like this:"). After
+    "Let me look:" it is a call: real leaks often follow such a line."""
+    before = text[:at]
+    if any(tag in before for tag in THINKING_TAGS):
+        return True
+    sentence = before.rstrip().rsplit("\n", 1)[-1]
+    return sentence.endswith(":") and bool(QUOTING.search(sentence))
 
 
 SERVER_FIX = ("the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
@@ -437,10 +535,11 @@ def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
     while True:
         between = BETWEEN.match(text, at)
         at = between.end() if between else at
+        bare = bare or bool(between and re.search(ANNOUNCING, text[between.start() : at + 1]))  # <|python_tag|>{
         if at >= len(text):
             break
-        for name, _source, opening, reader in FAMILIES:
-            found = reader(text, at) if re.match(opening, text[at:]) or bare else None
+        for name, opening, reader in OPENINGS:
+            found = reader(text, at) if bare or opening.match(text, at) else None
             if found:
                 calls, family, at = calls + found[0], family or name, max(found[1], at + 1)
                 break
@@ -455,9 +554,10 @@ def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
 
 
 def first_opening(text: str) -> int | None:
-    """Where the first tool-call markup stands outside code: fenced blocks, `inline` code, indented lines."""
+    """Where the first tool-call markup stands outside code (fenced blocks, `inline` code, indented lines) and
+    outside a > quote."""
     fences = [m.start() for m in FENCE_LINE.finditer(text)]
-    inline = [m.span() for m in INLINE_CODE.finditer(text)]
+    inline = inline_code(text)
     for match in OPENING.finditer(text):
         at = match.start()
         if bisect.bisect(fences, at) % 2 == 0 and not indented(text, at) and not any(a <= at < b for a, b in inline):
@@ -465,9 +565,14 @@ def first_opening(text: str) -> int | None:
     return None
 
 
+def inline_code(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in INLINE_CODE.finditer(text)]
+
+
 def indented(text: str, at: int) -> bool:
-    """Whether text[at] is on a line indented as a Markdown code block."""
-    return text[text.rfind("\n", 0, at) + 1 :].startswith(("    ", "\t"))
+    """Whether text[at] is on a line indented as a Markdown code block, or quoted with >."""
+    line = text[text.rfind("\n", 0, at) + 1 :]
+    return line.startswith(("    ", "\t")) or line.lstrip().startswith(">")
 
 
 def tool_name(name: str, known) -> str:

@@ -13,6 +13,7 @@ from scripted_server import Stream, reply
 
 import dialects
 
+KNOWN = ("read_file", "write_file", "run_shell")
 READ = ("read_file", {"path": "a.txt"})
 SHELL = ("run_shell", {"command": "echo hi"})
 DS = {"begin": "<｜tool▁call▁begin｜>", "sep": "<｜tool▁sep｜>", "end": "<｜tool▁call▁end｜>"}
@@ -194,26 +195,124 @@ def quoted(text: str, how: str) -> str:
         "colon": f"A model without a parser writes this:\n{text}",
         "prose-after": f"{text}\n\nThat is how the model writes a call.",
         "indented": "The call:\n\n" + "\n".join("    " + line for line in text.splitlines()),
+        "blockquote": "As the docs say:\n\n" + "\n".join("> " + line for line in text.splitlines()),
     }[how]
 
 
 MARKUP_FIRST = [p for p in SHAPES if p.values[0].startswith(("<", "[", "{", "analysis"))]
 
 
-@pytest.mark.parametrize("how", ["fence", "tilde", "prose-after", "indented"])
+@pytest.mark.parametrize("how", ["fence", "tilde", "prose-after", "indented", "blockquote"])
 @pytest.mark.parametrize(("text", "calls"), SHAPES)
-def test_the_same_markup_quoted_in_code_or_followed_by_prose_is_an_answer(loop, server, text, calls, how):
-    server.add(reply(quoted(text, how)))
+def test_the_same_markup_quoted_in_code_or_followed_by_prose_is_no_call(text, calls, how):
+    assert dialects.recover_tool_calls(quoted(text, how), KNOWN)[0] == []
+
+
+@pytest.mark.parametrize(("text", "calls"), MARKUP_FIRST)
+def test_the_same_markup_introduced_as_an_example_is_no_call(text, calls):
+    assert dialects.recover_tool_calls(quoted(text, "colon"), KNOWN)[0] == []
+
+
+def test_a_quoted_call_in_a_reply_is_the_answer_and_runs_nothing(loop, server):
+    server.add(reply(quoted(SHAPES[0].values[0], "fence")))
     result = loop("go", yes=True)
     assert result.status == "answered" and "tool_calls" not in server.messages(0)[-1]
     assert len(server.requests) == 1 and not list((loop.workdir).iterdir())
 
 
-@pytest.mark.parametrize(("text", "calls"), MARKUP_FIRST)
-def test_the_same_markup_introduced_by_a_colon_is_an_answer(loop, server, text, calls):
-    server.add(reply(quoted(text, "colon")))
-    result = loop("go", yes=True)
-    assert result.status == "answered" and "tool_calls" not in server.messages(0)[-1]
+# Members no test above names, found by a fresh reader trying each family (with where the shape comes from).
+MORE = [
+    # Real leaks after a line that ends in a colon: GLM-4.5-Air on ik_llama.cpp (ikawrakow/ik_llama.cpp#753), Qwen.
+    pytest.param("Let me look: <tool_call>read_file <arg_key>path</arg_key> <arg_value>a.txt</arg_value> </tool_call>",
+                 [READ], id="glm-after-let-me-look"),
+    pytest.param('Let me read the file:\n\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n'
+                 "</tool_call>", [READ], id="hermes-after-a-colon"),
+    pytest.param('I\'ll check:[TOOL_CALLS]read_file[ARGS]{"path": "a.txt"}', [READ], id="mistral-after-a-colon"),
+    # OLMo 3: vLLM olmo3_tool_parser.py, one pythonic call a line inside <function_calls>, JSON's true/false/null.
+    pytest.param("<function_calls>\nread_file(path='a.txt')\nrun_shell(command=\"echo hi\")\n</function_calls>",
+                 [READ, SHELL], id="olmo-3"),
+    # Llama's <|python_tag|> and Phi-4-mini's functools after some prose.
+    pytest.param('I will read it.<|python_tag|>{"name": "read_file", "parameters": {"path": "a.txt"}}', [READ],
+                 id="python-tag-after-prose"),
+    pytest.param('Sure. functools[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="phi-4-mini"),
+    # Kimi: <| inside a JSON string, and arguments encoded twice; Mistral v11 arguments encoded twice.
+    pytest.param('<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>'
+                 '{"path": "a.txt", "content": "a <|im_end|> b"}<|tool_call_end|><|tool_calls_section_end|>',
+                 [("write_file", {"path": "a.txt", "content": "a <|im_end|> b"})], id="kimi-token-in-a-string"),
+    pytest.param('<|tool_calls_section_begin|><|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>'
+                 '"{\\"path\\": \\"a.txt\\"}"<|tool_call_end|><|tool_calls_section_end|>', [READ], id="kimi-twice"),
+    pytest.param('[TOOL_CALLS]read_file[ARGS]"{\\"path\\": \\"a.txt\\"}"', [READ], id="mistral-twice"),
+    # Qwen3-Coder without </parameter>: vLLM qwen3coder_tool_parser.py ends it at </function> or the next one.
+    pytest.param("<tool_call>\n<function=read_file>\n<parameter=path>\na.txt\n</function>\n</tool_call>", [READ],
+                 id="qwen3-coder-no-parameter-end"),
+    # Hermes: a closing tag inside a value is the value's (read as JSON).
+    pytest.param('<tool_call>\n{"name": "write_file", "arguments": {"path": "a.md", "content": "</tool_call>"}}\n'
+                 "</tool_call>", [("write_file", {"path": "a.md", "content": "</tool_call>"})],
+                 id="hermes-tag-in-a-value"),
+    # MiniMax's attributes in single quotes: vLLM minimax_m2_tool_parser.py _extract_name strips both quotes.
+    pytest.param("<minimax:tool_call>\n<invoke name='read_file'>\n<parameter name='path'>a.txt</parameter>\n</invoke>"
+                 "\n</minimax:tool_call>", [READ], id="minimax-single-quotes"),
+    # GLM's stop token after the call, and a literal \n after the name.
+    pytest.param("<tool_call>read_file<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call><|observation|>",
+                 [READ], id="glm-observation"),
+    pytest.param("<tool_call>read_file\\n<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call>", [READ],
+                 id="glm-literal-backslash-n"),
+    # DeepSeek V3.1 with its end token left out; Granite 3.0's <|tool_call|> (vLLM granite_tool_parser.py).
+    pytest.param(f'{DS["begin"]}read_file{DS["sep"]}{{"path": "a.txt"}}<｜end▁of▁sentence｜>', [READ],
+                 id="deepseek-v3.1-no-call-end"),
+    pytest.param('<|tool_call|>[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="granite-3.0"),
+    # Reasoning with a code fence in it, closed by a bare </think>, then a call.
+    pytest.param('Plan:\n```python\nx = 1\n```\n</think>\n<tool_call>\n{"name": "read_file", "arguments": '
+                 '{"path": "a.txt"}}\n</tool_call>', [READ], id="fenced-reasoning-then-call"),
+]  # fmt: skip
+
+NOT_CALLS = [
+    # An unclosed block followed by prose is quoted, whichever reader reads it.
+    pytest.param("Qwen3-Coder writes <function=run_shell><parameter=command>rm -rf build</parameter> and then closes "
+                 "the function tag.", id="qwen3-coder-open-then-prose"),
+    pytest.param("<tool_call>run_shell<arg_key>command</arg_key><arg_value>rm -rf build</arg_value> is how GLM writes.",
+                 id="glm-open-then-prose"),
+    pytest.param('<minimax:tool_call><invoke name="run_shell"><parameter name="command">rm -rf build</parameter>'
+                 "</invoke> is the format.", id="minimax-open-then-prose"),
+    pytest.param("In Qwen3-Coder, a call looks like <function=read_file> then parameters.", id="function-then-words"),
+    # A JSON answer that names a tool but carries no arguments, or a schema ("show me the tool").
+    pytest.param('{"name": "run_shell", "description": "Runs a command"}', id="json-description"),
+    pytest.param('{"name": "run_shell", "parameters": {"type": "object", "properties": {"command": {"type": '
+                 '"string"}}}}', id="json-schema"),
+    pytest.param('{"name": "Alice", "age": 3}', id="json-person"),
+    pytest.param("[print(x) for x in y]", id="python-comprehension"),
+    # Thousands of unclosed openers, as a model stuck in a loop writes them: read in one pass, no call.
+    pytest.param("<minimax:tool_call>" + '<invoke name="a">' * 30000, id="minimax-loop"),
+    pytest.param("<tool_call>x" + "<arg_key>a</arg_key>" * 30000, id="glm-loop"),
+    pytest.param("<｜DSML｜function_calls>" + '<｜DSML｜invoke name="a">' * 30000, id="dsml-loop"),
+    pytest.param("<tool_call>read_file\n<arg_key>path</arg_key>\n" * 2000, id="glm-call-loop"),
+    pytest.param("hello " * 1000 + "<tool_call>x " * 80000, id="many-openers"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "calls"), MORE)
+def test_more_members_of_each_family_are_recovered(text, calls):
+    found = dialects.recover_tool_calls(text, KNOWN)[0]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in found] == calls
+
+
+@pytest.mark.parametrize("text", NOT_CALLS)
+def test_what_only_looks_like_a_call_is_no_call(text):
+    assert dialects.recover_tool_calls(text, KNOWN)[0] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Use the </think> tag to end reasoning.", "Use the </think> tag to end reasoning."),  # quoted in prose
+        ("Write `</think>` to close.", "Write `</think>` to close."),  # in inline code
+        ("Let me write:\n```\nx\n```\n</think>\nHello", "\nHello"),  # reasoning with a fence in it
+        ("<|START_THINKING|>x<|END_THINKING|><|START_RESPONSE|>Hello<|END_RESPONSE|>", "Hello"),  # Command A
+    ],
+    ids=["think-tag-in-prose", "think-tag-in-code", "fenced-reasoning", "command-a"],
+)
+def test_thinking_ends_only_where_it_really_ends(text, answer):
+    assert dialects.split_thinking(text)[1] == answer
 
 
 def test_a_call_to_an_unknown_tool_or_with_unreadable_arguments_is_an_answer(loop, server):
