@@ -6,6 +6,7 @@ the answer. The loop itself is agent.run().
 """
 
 import contextlib
+import os
 import signal
 import sys
 
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
         say(f"agent: {e}; the run was stopped")
         return 1
+    except BrokenPipeError:  # what read stdout has gone (| head): a quiet exit, as other programs make
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # as if killed by SIGPIPE
     finally:
         tools.end_all()  # a command's background processes end with the agent
         with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost

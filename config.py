@@ -137,6 +137,8 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
             f"{' and '.join(missing)} not installed here; in this folder run: python3 -m venv .venv "
             "&& . .venv/bin/activate && pip install -e .  (or activate the .venv made before)"
         )
+    if not options.base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"the server address {options.base_url!r} must start with http:// or https://")
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
     return options

@@ -270,7 +270,7 @@ def shown(events: list[dict], system_prompt: str):
         elif kind == "tool/result":
             yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
         elif kind == "turn/end":
-            yield f"[turn ended: {event['status']}]"
+            yield f"[turn ended: {event['status']}" + (f": {event['error']}]" if event.get("error") else "]")
     yield f"[total: {servers.describe_tokens(servers.total_tokens(used))}]"
 
 
