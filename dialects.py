@@ -483,8 +483,10 @@ BETWEEN = re.compile(
 FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 # Words that introduce a quoted example rather than a call: "a call looks like this:".
-QUOTING = re.compile(r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|writes?)\b",
-                     re.I)  # fmt: skip
+QUOTING = re.compile(
+    r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|writes?|emits?|would)\b",
+    re.I,
+)
 
 
 def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:

@@ -35,12 +35,18 @@ class TranscriptError(Exception):
 def record(transcript, event: str, **fields) -> None:
     """Append one event to the transcript (an open file, or None for none) and flush it."""
     if transcript:
-        line = {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
-        try:
-            transcript.write(json.dumps(line, ensure_ascii=False) + "\n")
-            transcript.flush()
-        except OSError as e:
-            raise TranscriptError(f"cannot write the transcript {transcript.name}: {e.strerror}") from None
+        write(
+            transcript, {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
+        )
+
+
+def write(transcript, event: dict) -> None:
+    """Write one event as one line, and flush it."""
+    try:
+        transcript.write(json.dumps(event, ensure_ascii=False) + "\n")
+        transcript.flush()
+    except OSError as e:
+        raise TranscriptError(f"cannot write the transcript {transcript.name}: {e.strerror}") from None
 
 
 def record_message(transcript, message: dict, **details) -> None:
@@ -82,7 +88,7 @@ def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
     if resume:
         say(f"agent: {resume} is a lesson and stays as it is; this conversation goes on in {transcript.name}")
         for event in recorded:
-            record(transcript, event["type"], **{k: v for k, v in event.items() if k != "type"})
+            write(transcript, event)
     return transcript
 
 

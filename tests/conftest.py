@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scripted_server import ScriptedServer
+from scripted_server import ScriptedServer, call, reply
 
 import agent as agent_module
 import servers
@@ -15,6 +15,7 @@ import servers
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
 KEY = "sk-test-7f3a9c-secret"
+LESSON = ROOT / "examples" / "lesson-01.jsonl"
 
 
 @dataclass
@@ -175,3 +176,41 @@ def read_fifo(fd: int, until_eof: bool) -> bytes:
         data += chunk
         if not chunk or not until_eof:
             return data
+
+
+def run_offline(tmp_path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """agent.py with no key and no server: only a replay can work."""
+    command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
+    return subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=clean_env(AGENT_BASE_URL="https://api.deepseek.com"),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+
+
+def tool_messages(messages):
+    """The tool messages among messages."""
+    return [m for m in messages if m["role"] == "tool"]
+
+
+def shell_then_answer(server, command: str) -> None:
+    """Script one run_shell call of command, then the answer "done"."""
+    server.add(reply(tool_calls=[call("run_shell", {"command": command}, id="sh1")]), reply("done"))
+
+
+def tool_result(server) -> str:
+    """What the model got back for the last call before the second request."""
+    return server.messages(1)[-1]["content"]
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    """An empty folder for the tools to work in."""
+    root = tmp_path / "work"
+    root.mkdir()
+    return root

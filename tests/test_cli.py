@@ -1,17 +1,13 @@
-"""API errors and the transcript (in this process); the command line: exit statuses, settings, help (as a process)."""
+"""The command line as a process: stdout and stderr, exit statuses, where the task and the settings come from,
+--help."""
 
-import json
-import socket
+import shutil
 import subprocess
 import sys
 
-import openai
-from conftest import AGENT, KEY, clean_env, posix_only
-from scripted_server import Error, call, reply
-
-import agent as agent_module
-import servers
-import transcripts
+import pytest
+from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_offline
+from scripted_server import Error, ScriptedServer, Trickle, call, reply
 
 
 def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
@@ -27,74 +23,6 @@ def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
     assert "← wrote 5 characters to a.txt" in result.stderr
 
 
-@posix_only
-def test_with_yes_a_shell_command_runs_in_the_workspace(loop, server):
-    server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
-    loop("touch", yes=True)
-    assert (loop.workdir / "ran").exists()
-    assert server.messages(1)[-1]["content"] == "hi\n"
-
-
-def assert_one_clear_line(result, *needles):
-    assert result.status == "api_error"
-    assert "Traceback" not in result.stderr
-    error = result.stderr[result.stderr.index("agent: ") :].splitlines()[:2]
-    for needle in needles:
-        assert needle in "\n".join(error)
-
-
-def test_401_names_the_key_settings_and_exits_1(loop, server):
-    server.add(Error(401, "Authentication Fails, Your api key: ****cret is invalid"))
-    result = loop("go")
-    assert_one_clear_line(result, "HTTP 401", "Authentication Fails", "AGENT_API_KEY")
-    assert len(server.requests) == 1  # an auth error is not retried
-
-
-def test_429_is_retried_by_the_sdk_then_exits_1(loop, server):
-    server.add(Error(429, "Rate limit reached"))
-    result = loop("go")
-    assert_one_clear_line(result, "HTTP 429", "Rate limit reached")
-    assert len(server.requests) == 3
-
-
-def test_500_exits_1_with_the_server_message(loop, server):
-    server.add(Error(500, "upstream exploded"))
-    assert_one_clear_line(loop("go"), "HTTP 500", "upstream exploded")
-
-
-def test_retired_model_is_named_in_the_hint(loop, server):
-    server.add(Error(400, "Model Not Exist: deepseek-chat"))
-    result = loop("go", model="deepseek-chat")
-    assert_one_clear_line(result, "HTTP 400", "retired in July 2026", "deepseek-flash")
-
-
-def test_403_points_at_the_keys_permissions(loop, server):
-    server.add(Error(403, "not allowed for this model"))
-    assert_one_clear_line(loop("go"), "HTTP 403", "not allowed for this model", "may use this model")
-
-
-def test_a_timeout_is_explained_in_one_line():
-    explained = servers.explain(openai.APITimeoutError(request=None), "http://h/v1", "m")  # the request rides along
-    assert explained.startswith("the request to http://h/v1 timed out")
-    assert "\n" not in explained
-
-
-def test_404_points_at_the_base_url(loop, server):
-    server.add(Error(404, "no route"))
-    assert_one_clear_line(loop("go"), "HTTP 404", "AGENT_BASE_URL")
-
-
-def test_refused_connection_is_one_line_naming_the_address(tmp_path, capsys):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again below: nothing listens there
-    url = f"http://127.0.0.1:{port}/v1"
-    outcome = agent_module.run("go", client=servers.make_client(url, KEY, 60), workdir=tmp_path)
-    assert outcome.status == "api_error"
-    assert f"could not reach {url}" in outcome.text
-    assert "Traceback" not in capsys.readouterr().err
-
-
 def test_an_api_error_exits_1_with_one_line_and_no_traceback(agent, server):
     server.add(Error(401, "Authentication Fails"))
     result = agent("go")
@@ -102,25 +30,6 @@ def test_an_api_error_exits_1_with_one_line_and_no_traceback(agent, server):
     assert "Traceback" not in result.stderr
     assert "agent: the server answered HTTP 401: Authentication Fails" in result.stderr
     assert result.stdout == ""
-
-
-def test_a_reply_that_is_not_a_completion_exits_1(loop, server):
-    server.add({"error": {"message": "provider overloaded"}})
-    result = loop("go")
-    assert_one_clear_line(result, "reported an error instead of a reply: provider overloaded")
-
-
-def test_a_reply_that_is_not_json_exits_1(loop, server):
-    server.add("<html>this is not json")
-    assert_one_clear_line(loop("go"), "not a chat completion", "AGENT_BASE_URL")
-
-
-def test_a_non_function_tool_call_is_answered_not_fatal(loop, server):
-    custom = {"id": "c1", "type": "custom", "custom": {"name": "grep", "input": "x"}}
-    server.add(reply(tool_calls=[custom]), reply("done"))
-    result = loop("go")
-    assert result.status == "answered"
-    assert server.messages(1)[-1]["content"].startswith("error: unknown tool ''")
 
 
 def test_no_key_for_a_remote_server_exits_2_before_any_request(tmp_path):
@@ -166,14 +75,6 @@ def test_bad_usage_exits_2(agent, server):
     assert server.requests == []
 
 
-def test_an_existing_transcript_is_never_overwritten(agent, server, tmp_path):
-    existing = tmp_path / "keep.jsonl"
-    existing.write_text("precious\n")
-    result = agent("go", "--transcript", str(existing))
-    assert result.returncode == 2
-    assert existing.read_text() == "precious\n"
-
-
 def test_help_documents_every_option_setting_and_an_example():
     done = subprocess.run([sys.executable, str(AGENT), "--help"], capture_output=True, text=True, env=clean_env())
     assert done.returncode == 0
@@ -197,34 +98,127 @@ def test_help_documents_every_option_setting_and_an_example():
         assert needle in done.stdout
 
 
-def test_transcript_records_each_event_in_order_and_never_the_key(agent, server):
-    server.add(reply(tool_calls=[call("read_file", {"path": "nope"})]), reply("done"))
-    result = agent("go")
-    types = [e["type"] for e in result.events()]
-    assert types == ["run/start", "user/message", "assistant/message", "tool/result", "assistant/message", "turn/end"]
-    start, tool, end = result.events()[0], result.events()[3], result.events()[-1]
-    assert start["model"] == "test-model" and start["base_url"] == server.url and start["system_prompt"]
-    assert tool["ok"] is False and tool["name"] == "read_file"
-    assert end["status"] == "answered"
-    assert result.events()[2]["finish_reason"] == "tool_calls"
-    assert "latency_ms" in result.events()[2] and result.events()[2]["usage"]["prompt_tokens"] == 10
-    assert KEY not in result.transcript.read_text()
+def test_a_task_can_come_from_standard_input(agent, server):
+    server.add(reply("piped"))
+    agent_result = agent(stdin_text="list the files\n")
+    assert server.messages(0)[1]["content"] == "list the files"
+    assert agent_result.stdout == "piped\n"
 
 
-def test_transcript_rebuilds_the_messages_exactly(agent, server):
-    server.add(
-        reply("let me see", tool_calls=[call("write_file", {"path": "a", "content": "1"})], reasoning_content="plan"),
-        reply(tool_calls=[call("read_file", {"path": "a"}), call("bogus", "{")]),
-        reply("done"),
+def test_the_missing_key_message_names_the_keyless_replay(tmp_path):
+    done = run_offline(tmp_path, "go")
+    assert done.returncode == 2
+    assert "python agent.py --replay examples/lesson-01.jsonl" in done.stderr
+
+
+MODULES = ("agent.py", "cli.py", "config.py", "dialects.py", "servers.py", "text.py", "tools.py", "transcripts.py")
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the project in its own folder, so that its own .env can be written."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for name in MODULES:
+        shutil.copy(ROOT / name, folder / name)
+    return folder
+
+
+def start(project, cwd, *args, stdin="", **extra):
+    """The project's agent.py, run from cwd with no AGENT_* variable in its environment but those in extra."""
+    env = {k: v for k, v in clean_env().items() if not k.startswith("AGENT_") and k != "DEEPSEEK_API_KEY"} | extra
+    return subprocess.run(
+        [sys.executable, str(project / "agent.py"), "--workdir", str(cwd / "work"), *args],
+        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_dotenv_in_the_current_folder_or_above_it_changes_nothing(project, tmp_path, server):
+    attacker = ScriptedServer()
+    try:
+        planted = tmp_path / "shared" / "repo"
+        planted.mkdir(parents=True)
+        for folder in (planted, planted.parent):  # the folder the agent runs in, and one above it
+            (folder / ".env").write_text(f"AGENT_BASE_URL={attacker.url}\nAGENT_MODEL=attacker\nAGENT_API_KEY=x\n")
+        (project / ".env").write_text(f"AGENT_BASE_URL={server.url}\nAGENT_API_KEY={KEY}\n")
+        server.add(reply("hello"))
+        done = start(project, planted, "hi")
+        assert (done.returncode, done.stdout) == (0, "hello\n"), done.stderr
+        assert attacker.requests == [] and server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+    finally:
+        attacker.close()
+
+
+def test_the_projects_dotenv_is_read_as_written_and_reaches_no_command(project, tmp_path, server):
+    (project / ".env").write_text(
+        f"AGENT_BASE_URL={server.url}\nAGENT_API_KEY={KEY}\nAGENT_MODEL=m-${{HOME}}\n"
+        "HTTPS_PROXY=http://${AGENT_API_KEY}@proxy.invalid\nLD_PRELOAD=/tmp/evil.so\nPLANTED=yes\n"
     )
+    server.add(reply(tool_calls=[call("run_shell", {"command": "env"})]), reply("done"))
+    done = start(project, tmp_path, "--yes", "go")
+    assert done.returncode == 0, done.stderr
+    assert server.requests[0]["body"]["model"] == "m-${HOME}"  # no ${VAR} expansion
+    output = server.messages(1)[-1]["content"]
+    assert "PLANTED" not in output and "LD_PRELOAD" not in output and "proxy.invalid" not in output
+
+
+def test_the_environment_beats_the_projects_dotenv_and_an_empty_variable_keeps_it_out(project, tmp_path, server):
+    (project / ".env").write_text("AGENT_MODEL=from-the-file\n")
+    server.add(reply("a"), reply("b"), reply("c"))
+    start(project, tmp_path, "--base-url", server.url, "go")
+    start(project, tmp_path, "--base-url", server.url, "go", AGENT_MODEL="from-the-environment")
+    start(project, tmp_path, "--base-url", server.url, "go", AGENT_MODEL="")
+    models = [r["body"]["model"] for r in server.requests]
+    assert models == ["from-the-file", "from-the-environment", "deepseek-flash"]
+
+
+def test_the_key_from_the_projects_dotenv_is_blanked_in_what_a_tool_shows(project, tmp_path, server):
+    (project / ".env").write_text(f"AGENT_API_KEY={KEY}\nAGENT_BASE_URL={server.url}\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "leak.txt").write_text(f"the key is {KEY}\n")
+    server.add(reply(tool_calls=[call("read_file", {"path": "leak.txt"})]), reply("done"))
+    done = start(project, tmp_path, "go")
+    assert done.returncode == 0 and server.messages(1)[-1]["content"] == "the key is ***\n"
+
+
+# Plain HTTP is said, before the first request (no request is made here: the session ends at the prompt).
+@posix_only
+def test_a_key_sent_over_plain_http_to_another_host_is_warned_about(agent, server):
+    result = agent("--base-url", "http://models.example.org/v1", terminal="exit\n")
+    assert "warning: the key goes to http://models.example.org/v1 unencrypted" in result.stderr
+    assert result.returncode == 0
+    quiet = agent(terminal="exit\n")  # the scripted server: loopback, no warning
+    assert "unencrypted" not in quiet.stderr
+    assert events_of(quiet.transcript)[0]["type"] == "run/start"
+
+
+@pytest.mark.parametrize("value", ["0.5", "inf", "12"])
+def test_a_max_output_too_small_or_infinite_is_a_bad_setting(agent, value):
+    result = agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_MAX_OUTPUT=value))
+    assert result.returncode == 2 and "AGENT_MAX_OUTPUT" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_empty_reply_exits_3_from_the_command_line(agent, server):
+    server.add(reply(None))
     result = agent("go")
-    messages = transcripts.rebuild(result.events())  # what --resume starts from
-    assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
-    assert messages[-1]["content"] == "done"
+    assert result.returncode == 3
+    assert result.stdout == ""
 
 
-def test_api_failure_is_recorded_in_the_transcript(loop, server):
-    server.add(Error(401, "bad key"))
-    result = loop("go")
-    assert result.events()[-1]["type"] == "turn/end"
-    assert result.events()[-1]["status"] == "api_error"
+def test_agent_timeout_is_read_from_the_environment(agent, server):
+    server.add(Trickle(reply("slow"), seconds_per_byte=0.2))
+    from conftest import KEY, clean_env
+
+    result = agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TIMEOUT="1"))
+    assert result.returncode == 1
+    assert "timed out" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TIMEOUT="never")).returncode == 2
+
+
+def test_an_answer_the_console_cannot_encode_is_printed_with_replacements_and_exits_0(agent, server):
+    # A Windows console's code page cannot encode every character; main() reconfigures stdout to replace them.
+    server.add(reply("caf\N{LATIN SMALL LETTER E WITH ACUTE} \N{CHECK MARK}"))
+    result = agent("go", env=clean_env(AGENT_API_KEY=KEY, PYTHONIOENCODING="ascii"))
+    assert (result.returncode, result.stdout) == (0, "caf? ?\n"), result.stderr
+    assert "Traceback" not in result.stderr

@@ -5,13 +5,60 @@ The rule numbers are those of the README section "What real servers need"."""
 import itertools
 import json
 
-from scripted_server import call, reply
+import pytest
+from conftest import tool_messages
+from scripted_server import Stream, call, reply
 
 import servers
 
 
-def tool_messages(messages):
-    return [m for m in messages if m["role"] == "tool"]
+def test_a_non_function_tool_call_is_answered_not_fatal(loop, server):
+    custom = {"id": "c1", "type": "custom", "custom": {"name": "grep", "input": "x"}}
+    server.add(reply(tool_calls=[custom]), reply("done"))
+    result = loop("go")
+    assert result.status == "answered"
+    assert server.messages(1)[-1]["content"].startswith("error: unknown tool ''")
+
+
+def scripted_replies():
+    """Two steps with parallel calls, reasoning and text, then an answer."""
+    return [
+        reply(
+            "Let me look.",
+            reasoning_content="two files",
+            tool_calls=[
+                call("write_file", {"path": "a.txt", "content": "alpha"}, id="w1"),
+                call("read_file", {"path": "a.txt"}, id="r1"),
+            ],
+        ),
+        reply(tool_calls=[call("read_file", {"path": "missing"}, id="r2")]),
+        reply("All done, à bientôt."),
+    ]
+
+
+def without_timing(events):
+    return [{k: v for k, v in e.items() if k not in ("time", "latency_ms")} for e in events]
+
+
+@pytest.mark.parametrize("same_index", [False, True], ids=["indexed", "ollama-style"])
+def test_a_streamed_run_equals_the_same_run_not_streamed(loop, server, same_index):
+    server.add(*scripted_replies())
+    plain = loop("go")
+    server.add(*[Stream(r, size=3, same_index=same_index) for r in scripted_replies()])
+    streamed = loop("go", stream=True)
+    assert (streamed.status, streamed.text) == (plain.status, plain.text) == ("answered", "All done, à bientôt.")
+    assert without_timing(streamed.events()) == without_timing(plain.events())
+    assert [r["body"]["messages"] for r in server.requests[3:]] == [r["body"]["messages"] for r in server.requests[:3]]
+    assert server.requests[3]["body"]["stream"] is True
+    assert server.requests[3]["body"]["stream_options"] == {"include_usage": True}
+
+
+def test_a_stream_that_ends_without_finish_reason_is_cut_off(loop, server):
+    server.add(Stream(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})]), cut=True))
+    result = loop("go", stream=True)
+    assert result.status == "incomplete_stream"
+    assert not (loop.workdir / "a").exists()
+    assert "stream ended before the reply was complete" in result.stderr
 
 
 def test_answer_without_tool_calls_ends_the_run(loop, server):
@@ -19,6 +66,13 @@ def test_answer_without_tool_calls_ends_the_run(loop, server):
     result = loop("what is six times seven")
     assert (result.status, result.text) == ("answered", "The answer is 42.")
     assert len(server.requests) == 1
+
+
+def test_content_given_as_a_list_of_parts_is_their_text_joined(loop, server):
+    # OpenAI's content array: some servers send the answer as parts rather than one string.
+    server.add(reply([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]))
+    result = loop("go")
+    assert (result.status, result.text) == ("answered", "ab")
 
 
 def test_request_carries_model_tools_system_prompt_and_task(loop, server):
@@ -132,7 +186,7 @@ def test_every_call_gets_one_tool_message_in_order_right_after_the_assistant_mes
     assert messages[5]["content"] == "1"
 
 
-def test_cut_off_reply_runs_no_tool_and_stops_with_3(loop, server):
+def test_cut_off_reply_runs_no_tool_and_ends_the_turn_as_length(loop, server):
     # Rule 5: the arguments of a reply cut off by max_tokens may be incomplete.
     server.add(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})], finish_reason="length"))
     result = loop("write")
@@ -234,9 +288,18 @@ def test_reply_without_usage_still_works(loop, server):
     assert "step 1: 0 prompt tokens" in result.stderr
 
 
-def test_max_steps_stops_with_3_after_exactly_that_many_requests(loop, server):
+def test_max_steps_ends_the_turn_after_exactly_that_many_requests(loop, server):
     server.add(*[reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")]) for i in range(5)])
     result = loop("loop forever", max_steps=3)
     assert result.status == "max_steps"
     assert len(server.requests) == 3
     assert "MAX_STEPS (3)" in result.stderr
+
+
+def test_trace_shows_the_request_and_the_raw_response(loop, server):
+    server.add(reply(tool_calls=[call("read_file", {"path": "a"}, id="c1")]), reply("done"))
+    result = loop("go", trace=True)
+    assert "── request: model test-model, tools read_file, write_file, run_shell, 2 messages" in result.stderr
+    assert '"arguments": "{\\"path\\": \\"a\\"}"' in result.stderr  # a string, before it is parsed
+    assert '"tool_call_id": "c1"' in result.stderr  # the second request shows what was added
+    assert result.text == "done"

@@ -1,22 +1,12 @@
 """The tools on real files and real processes in a temporary workspace."""
 
 import os
-import shlex
-import stat
-import sys
 
 import pytest
-from conftest import linux_only, open_fifo, posix_only, read_fifo
+from conftest import posix_only
 
 import tools
 from tools import ToolError, read_file, run_shell, write_file
-
-
-@pytest.fixture(autouse=True)
-def workspace(tmp_path):
-    root = tmp_path / "work"
-    root.mkdir()
-    return root
 
 
 def test_write_then_read_round_trip_with_new_folders(workspace):
@@ -33,52 +23,6 @@ def test_write_takes_a_json_object_as_the_files_json_and_refuses_other_non_text(
         write_file("n.txt", 391, workdir=workspace)
 
 
-@posix_only
-def test_write_keeps_the_mode_and_leaves_no_temporary_file(workspace):
-    script = workspace / "run.sh"
-    script.write_text("old")
-    script.chmod(0o751)
-    write_file("run.sh", "new", workdir=workspace)
-    assert stat.S_IMODE(script.stat().st_mode) == 0o751
-    assert os.listdir(workspace) == ["run.sh"]
-
-
-@pytest.mark.parametrize("path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd"])
-def test_paths_outside_the_workspace_are_refused(workspace, path):
-    with pytest.raises(ToolError, match="outside the workspace"):
-        write_file(path, "x", workdir=workspace)
-    with pytest.raises(ToolError, match="outside the workspace"):
-        read_file(path, workdir=workspace)
-    assert not (workspace.parent / "outside.txt").exists()
-
-
-@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
-def test_a_symlink_chain_leading_out_is_refused(workspace, tmp_path):
-    (tmp_path / "secret.txt").write_text("secret")
-    (workspace / "hop2").symlink_to(tmp_path / "secret.txt")
-    (workspace / "hop1").symlink_to(workspace / "hop2")
-    with pytest.raises(ToolError, match="outside the workspace"):
-        read_file("hop1", workdir=workspace)
-    with pytest.raises(ToolError, match="outside the workspace"):
-        write_file("hop1", "overwritten", workdir=workspace)
-    assert (tmp_path / "secret.txt").read_text() == "secret"
-
-
-@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
-def test_a_symlink_inside_the_workspace_is_followed(workspace):
-    (workspace / "real.txt").write_text("real")
-    (workspace / "link.txt").symlink_to("real.txt")
-    assert read_file("link.txt", workdir=workspace) == "real"
-    write_file("link.txt", "changed", workdir=workspace)
-    assert (workspace / "link.txt").is_symlink()
-    assert (workspace / "real.txt").read_text() == "changed"
-
-
-def test_an_absolute_path_inside_the_workspace_is_accepted(workspace):
-    write_file(str(workspace / "abs.txt"), "ok", workdir=workspace)
-    assert read_file("abs.txt", workdir=workspace) == "ok"
-
-
 def test_read_file_answers_missing_folder_and_binary_in_one_line(workspace):
     (workspace / "dir").mkdir()
     (workspace / "dir" / "a.txt").write_text("")
@@ -93,30 +37,6 @@ def test_read_file_answers_missing_folder_and_binary_in_one_line(workspace):
         with pytest.raises(ToolError, match=expected) as caught:
             read_file(path, workdir=workspace)
         assert "\n" not in str(caught.value)
-
-
-@posix_only
-def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(workspace):
-    fd = open_fifo(workspace / "alive")
-    with pytest.raises(ToolError) as caught:
-        run_shell("exec 3>alive; echo started >&3; echo partial; sleep 600 & wait", workdir=workspace, timeout=1)
-    assert str(caught.value).startswith("timed out after 1 seconds and was killed")
-    assert "partial" in str(caught.value)
-    assert read_fifo(fd, until_eof=True) == b"started\n"  # end-of-file: the background sleep is gone too
-
-
-@linux_only
-@pytest.mark.parametrize("escape", ["setsid", "double-fork"])
-def test_a_process_that_leaves_the_group_is_ended_at_the_timeout_too(workspace, escape):
-    # It starts its own session, so killing the group misses it, and it keeps the output pipe open.
-    fd = open_fifo(workspace / "escaped")
-    program = "import os, time; os.setsid(); f = open('escaped', 'w'); f.write('started'); f.flush(); time.sleep(600)"
-    start = f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
-    command = f"echo before; {start} & sleep 600" if escape == "setsid" else f"echo before; ({start} &); sleep 600"
-    with pytest.raises(ToolError, match="timed out") as caught:
-        run_shell(command, workdir=workspace, timeout=2)
-    assert "before" in str(caught.value)
-    assert read_fifo(fd, until_eof=True) == b"started"  # end-of-file: nothing holds the FIFO any more
 
 
 @posix_only
@@ -145,7 +65,8 @@ def test_clip_keeps_head_and_tail_and_counts_what_was_left_out():
     assert tools.clip("short") == "short"
 
 
-def test_a_path_through_a_file_is_refused_in_one_line(workspace):
-    (workspace / "file").write_text("")
-    with pytest.raises(ToolError, match="file is not a folder inside the workspace"):
-        write_file("file/inside.txt", "x", workdir=workspace)
+@posix_only
+def test_read_file_refuses_a_fifo_without_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(ToolError, match="not a regular file"):
+        tools.read_file("pipe", workdir=tmp_path)
