@@ -314,8 +314,12 @@ def sandboxed(command: str, workdir: Path) -> list[str]:
         return ["sandbox-exec", "-p", seatbelt_profile(root, secrets), "/bin/sh", "-c", command]
     hidden = [arg for path in secrets for arg in (("--tmpfs", str(path)) if path.is_dir() else
                                                     ("--ro-bind", "/dev/null", str(path)))]  # fmt: skip
+    # The private /tmp would hide a virtual environment or a PATH folder that lives there: they stay, read-only.
+    kept = {sys.prefix, *os.environ.get("PATH", "").split(os.pathsep)}
+    kept = [arg for path in sorted(kept) if path.startswith("/tmp/") and os.path.isdir(path)
+            for arg in ("--ro-bind", path, path)]  # fmt: skip
     network = ["--share-net"] if config.SANDBOX_NETWORK else []
-    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *kept,
             "--bind", root, root, *hidden, "--unshare-all", *network, "--die-with-parent", "--new-session",
             "--chdir", root, "--", "/bin/sh", "-c", command]  # fmt: skip
 
