@@ -132,8 +132,8 @@ def turn(task: str, messages: list[dict], options, client, transcript) -> Outcom
 def tasks():
     """Tasks typed at the terminal, one a line, until exit or Ctrl-D; Ctrl-C at the prompt gives a new prompt."""
     while True:
-        say("> ", end="")
-        try:
+        try:  # the prompt too: a Ctrl-C that comes just after it is drawn gives a new one
+            say("> ", end="")
             line = sys.stdin.readline()
         except KeyboardInterrupt as e:
             if isinstance(e, Stopped):
