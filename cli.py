@@ -29,10 +29,24 @@ def stop_on_signal(number: int, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run what the command line asks for; return the exit status."""
+    """Run what the command line asks for; return the exit status. A closed stdout, or Ctrl-C (SIGTERM, SIGHUP)
+    before a task began, ends it quietly; a turn under way handles them itself (turn())."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return command(argv)
+    except BrokenPipeError:  # what read stdout has gone (| head): a quiet exit, as other programs make
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # as if killed by SIGPIPE
+    except KeyboardInterrupt as e:
+        say("\nagent: interrupted")
+        return e.args[0] if isinstance(e, Stopped) else 130
+
+
+def command(argv: list[str] | None) -> int:
+    """main() without its quiet exits."""
     for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
-        stream.reconfigure(errors="replace")
+        if stream:  # None when the shell closed it (>&-)
+            stream.reconfigure(errors="replace")
     try:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume
@@ -66,15 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(number, stop_on_signal)
     try:
         return converse(options, task, recorded, transcript)
-    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP before a task began: nothing to answer
-        say("\nagent: interrupted")
-        return e.args[0] if isinstance(e, Stopped) else 130
     except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
         say(f"agent: {e}; the run was stopped")
         return 1
-    except BrokenPipeError:  # what read stdout has gone (| head): a quiet exit, as other programs make
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + 13  # as if killed by SIGPIPE
     finally:
         tools.end_all()  # a command's background processes end with the agent
         with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost
@@ -85,7 +93,7 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the exit status."""
     replay = transcripts.Replay(recorded, options.replay) if options.replay else None
     client = replay or servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
-    if replay and recorded[0].get("note"):  # a lesson says what it shows
+    if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
         say(f"lesson: {recorded[0]['note']}")
     if replay and replay.other_task(task):
         say(f"replay: the recorded replies answer {replay.other_task(task)!r}, not this task; they will not change")
@@ -102,7 +110,7 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
         outcome = turn(each, messages, options, client, transcript)
         used += outcome.used
         status = EXIT_STATUS.get(outcome.status, 3)
-        if outcome.status == "answered" and not (options.stream and sys.stdout.isatty()):  # else printed as it came
+        if outcome.status == "answered" and not (options.stream and sys.stdout.isatty() and not replay):  # printed
             print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)  # piped: as written
     if used:
         say(f"total: {servers.describe_tokens(servers.total_tokens(used))}")

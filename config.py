@@ -1,7 +1,7 @@
 """Settings, read once at start: command-line flag > environment > the .env beside agent.py > default.
 
 The environment and .env are read when this file is imported; the command line when
-agent.py's main() calls parse_options(). A bad setting raises ConfigError there, and
+cli.main() calls parse_options(). A bad setting raises ConfigError there, and
 main() turns it into one line and exit status 2. Nothing here imports the openai package.
 
 Settings come from the person alone. A .env in the current folder or above it is never read:
@@ -93,7 +93,8 @@ with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
 
 exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
   3 stopped without an answer (step limit, the reply was cut off, filtered or
-  empty, or a replay ran out of recorded replies), 130 interrupted (Ctrl-C)
+  empty, or a replay ran out of recorded replies), 130 interrupted (Ctrl-C;
+  SIGTERM 143, SIGHUP 129), 141 stdout closed early
 
 examples:
   python agent.py "write hello.py that prints hello, then run it"
@@ -132,7 +133,7 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
     options = parser.parse_args(argv)
     missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
-    if missing:
+    if missing and not options.show:  # --show needs neither
         raise ConfigError(
             f"{' and '.join(missing)} not installed here; in this folder run: python3 -m venv .venv "
             "&& . .venv/bin/activate && pip install -e .  (or activate the .venv made before)"

@@ -3,8 +3,8 @@
 When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
 a model newer than the Ollama or LM Studio build), the model's tool calls and its thinking arrive as
 plain text in content. This file holds one table of the families the agent recognizes, each row naming
-where its shape comes from, and the few functions that use it. The README section "What real servers
-need" (rule 10) lists the families and the server setting that avoids the leak.
+where its shape comes from, and the few functions that use it. docs/servers.md (rule 10) lists the
+families and the server setting that avoids the leak.
 """
 
 import bisect
@@ -13,7 +13,7 @@ import json
 import re
 import sys
 
-from text import clean_text, shorten
+from text import clean_text, shorten, visible
 
 # --- Arguments as models write them --------------------------------------------------------------
 
@@ -237,10 +237,11 @@ def text_call(name, arguments) -> dict | None:
         arguments = json.loads(clean_arguments(arguments)[0]) if arguments.strip() else {}
     if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
-    return {
-        "type": "function",
-        "function": {"name": name.strip(), "arguments": json.dumps(arguments, ensure_ascii=False)},
-    }
+    try:
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
+        return None
+    return {"type": "function", "function": {"name": name.strip(), "arguments": arguments}}
 
 
 def named_object(value) -> dict | None:
@@ -339,7 +340,7 @@ def read_kimi(text: str, at: int):
         end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
         return [text_call(name, found[0])], end + len("<|tool_call_end|>") * text.startswith("<|tool_call_end|>", end)
     arguments = KIMI_ARGUMENTS.match(text, call.end())
-    return [text_call(name, arguments.group("arguments"))], arguments.end()
+    return ([text_call(name, arguments.group("arguments"))], arguments.end()) if arguments else None
 
 
 def read_deepseek(text: str, at: int):
@@ -422,7 +423,7 @@ def read_pythonic(text: str, at: int):
     for call in tree.elts:
         try:
             args = {k.arg: literal(k.value) for k in call.keywords if k.arg}
-        except (ValueError, SyntaxError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             return [None], end
         calls.append(text_call(call.func.id, args) if not call.args else None)
     return calls or [None], end
@@ -527,7 +528,7 @@ def quoted(text: str, at: int) -> bool:
 
 
 SERVER_FIX = ("the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
-              "--tool-call-parser for the model (README: What real servers need)")  # fmt: skip
+              "--tool-call-parser for the model (docs/servers.md)")  # fmt: skip
 
 
 def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
@@ -605,6 +606,8 @@ class Printer:
     def add(self, piece) -> None:
         if isinstance(piece, str) and self.live:
             self.text += piece
+            if "\n" not in piece:  # lines are printed whole: nothing new to show before a line ends
+                return
             thinking, rest = split_thinking(self.text)
             opening = first_opening(rest)
             ready = rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1]
@@ -617,8 +620,6 @@ class Printer:
             self.show(split_thinking(before if calls else content)[1].rstrip() + "\n")
 
     def show(self, text: str) -> None:
-        from text import visible
-
         if text.startswith(self.shown) and len(text) > len(self.shown):
             print(visible(clean_text(text[len(self.shown) :])), end="", flush=True)
             self.shown = text

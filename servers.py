@@ -5,7 +5,7 @@ around the one call agent.py makes, each piece with the server or model that nee
 a time limit for the whole request, a stream put together, errors in the provider's words, and
 the reply made into a message every server accepts back. How model families write tool calls
 and thinking as text is in dialects.py. The rules the agent keeps are listed, numbered, in the
-README section "What real servers need". A learner can skip this file at first.
+docs/servers.md. A learner can skip this file at first.
 
 The openai package is imported inside the functions that use it, so that --help, --show
 and a usage error start without loading it.
@@ -140,6 +140,10 @@ def reply_problem(resp) -> str | None:
         return "tool_calls that are not a list"
     if not isinstance(getattr(choices[0], "finish_reason", None) or "", str):
         return "a finish_reason that is not a string"
+    try:  # reply_message() dumps every field it sent: one nested hundreds deep cannot be
+        message.model_dump(mode="json", exclude_unset=True, warnings=False)
+    except (ValueError, RecursionError):
+        return "a field nested too deep to read"
     return None
 
 

@@ -3,7 +3,7 @@
 Every path is taken relative to the workspace and must stay inside it. A tool that
 cannot do what was asked raises ToolError; its message goes to the model. What the
 model asks for is not trusted (a file it read may have told it what to do): the
-README section "Safety" says what these limits protect, and what they do not.
+docs/safety.md says what these limits protect, and what they do not.
 """
 
 import codecs
@@ -162,14 +162,16 @@ def remove_temporaries(folder: int | Path, name: str) -> None:
 
 def makes_repository(root: Path, target: Path) -> bool:
     """Whether writing target would give a folder of the workspace what git takes for a repository: HEAD,
-    objects/ and refs/ side by side (git's setup.c, is_git_directory()). Git discovers such a folder as a bare
+    objects/ and refs/ side by side, or HEAD and a commondir file that names them (git's setup.c,
+    is_git_directory()). Git discovers such a folder as a bare
     repository and obeys its config (core.fsmonitor runs a command) whenever anyone runs git in it."""
     child = target
     for folder in [target.parent, *target.parent.parents]:
         if not folder.is_relative_to(root):
             return False
         names = {entry.name.lower() for entry in folder.iterdir()} if folder.is_dir() else set()
-        if {"head", "objects", "refs"} <= names | {child.name.lower()}:
+        names.add(child.name.lower())
+        if {"head", "objects", "refs"} <= names or {"head", "commondir"} <= names:  # commondir names the rest
             return True
         child = folder
     return False
@@ -181,7 +183,7 @@ def is_configuration(relative: Path) -> bool:
     (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config), or when
     direnv next enters the folder (.envrc)."""
     # .GIT is .git on a case-insensitive file system, and Windows drops a name's trailing dots and spaces.
-    parts = [part.lower().rstrip(". ") for part in relative.parts]
+    parts = [part.lower().rstrip(". ") for part in relative.parts] or [""]
     return ".git" in parts or parts[-1] in (".env", ".envrc") or parts[-1].startswith(".env.")
 
 
@@ -300,7 +302,7 @@ def resolve(path: str, workdir: Path) -> Path:
 # --- The sandbox: --sandbox confines every command with the operating system -----------------------
 # As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the workspace,
 # a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace and session. What it
-# does not stop is in the README section "The sandbox". macOS has sandbox-exec, with a profile to the same effect.
+# does not stop is in the docs/safety.md (The sandbox). macOS has sandbox-exec, with a profile to the same effect.
 
 NETWORK_FAILED = re.compile(r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
                             r"Name or service not known|Connection refused|No route to host")  # fmt: skip

@@ -1,7 +1,7 @@
 """The transcript: every run written down as it happens, and read back to show, replay or resume it.
 
 A transcript is a JSONL file, one event a line, flushed as it is written, so a crash loses
-nothing before it. The README section "Transcripts" lists the events. The system prompt of the
+nothing before it. docs/transcripts.md lists the events. The system prompt of the
 first run/start event, followed by the messages of the user/message, assistant/message and
 tool/result events, rebuilds the conversation exactly: --resume continues it, --replay answers
 with its recorded replies, --show prints it.
@@ -76,7 +76,7 @@ def open_file(path: Path | None, mode: str = "x"):
         os.close(fd)
         raise TranscriptError(f"{path} is in use by another agent; wait until it ends, or resume a copy") from None
     # backslashreplace: a lone surrogate (a task typed with invalid bytes) is written as a JSON escape.
-    return open(fd, "a", encoding="utf-8", errors="backslashreplace")
+    return open(path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd)  # .name: the path
 
 
 def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
@@ -110,7 +110,9 @@ def start(recorded: list[dict] | None, settings: dict, system_prompt: str, trans
         return [{"role": "system", "content": system_prompt}]
     record(transcript, "run/resume", **settings)
     messages = rebuild(recorded)
-    if messages and messages[0]["role"] == "system" and messages[0]["content"] != system_prompt:
+    if not messages or messages[0]["role"] != "system":  # a transcript written by hand may have no run/start
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    elif messages[0]["content"] != system_prompt:
         say("agent: the transcript's system prompt is not this agent's own (--show prints it); "
             "the conversation goes on with this agent's")  # fmt: skip
         messages[0] = {"role": "system", "content": system_prompt}
@@ -131,7 +133,8 @@ def read(path: Path) -> list[dict]:
                 say(f"agent: {path}, line {number}: cut off, skipped")
                 continue
             raise ValueError(f"{path}, line {number}: not JSON") from None
-        needed = EVENT_FIELDS.get(event.get("type"), ()) if isinstance(event, dict) else None
+        kind = event.get("type") if isinstance(event, dict) else None
+        needed = EVENT_FIELDS.get(kind, ()) if isinstance(kind, str) else None
         if needed is None or any(field not in event for field in needed):
             raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
         if bad_field(event):
@@ -145,7 +148,11 @@ def bad_field(event: dict) -> str | None:
     if event["type"] != "assistant/message":
         return next((f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None)
     message = event["message"]
-    if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+    if (
+        not isinstance(message, dict)
+        or message.get("role") != "assistant"
+        or not isinstance(message.get("content", ""), str)
+    ):
         return "message"
     calls = message.get("tool_calls", [])
     if not isinstance(calls, list) or not all(is_call(call) for call in calls):

@@ -152,3 +152,12 @@ def test_show_of_a_run_that_failed_on_the_api_shows_the_error(loop, server):
         line.startswith("[turn ended: api_error: the server answered HTTP 401: Invalid API key") for line in shown
     )
     assert KEY not in " ".join(shown)
+
+
+@posix_only
+def test_show_into_a_closed_pipe_is_a_quiet_exit(tmp_path):
+    process = subprocess.Popen([sys.executable, str(AGENT), "--show", str(LESSONS / "lesson-01.jsonl")], cwd=tmp_path,
+                               env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process.stdout.close()  # as `| head -1` does, before --show writes
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 141 and "Traceback" not in stderr

@@ -257,8 +257,9 @@ def test_a_bad_line_in_the_middle_is_refused_naming_its_real_line(agent, tmp_pat
 
 @pytest.mark.parametrize(
     "message",
-    ['"hello"', '{"role": "assistant", "content": "x", "tool_calls": [{"id": "c1"}]}', '{"content": 5}'],
-)
+    ['"hello"', '{"role": "assistant", "content": "x", "tool_calls": [{"id": "c1"}]}', '{"content": 5}',
+     '{"content": "no role"}'],
+)  # fmt: skip
 def test_a_transcript_of_another_shape_is_refused_in_one_line(agent, tmp_path, message):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
@@ -267,3 +268,30 @@ def test_a_transcript_of_another_shape_is_refused_in_one_line(agent, tmp_path, m
     for option in ("--show", "--replay", "--resume"):
         result = agent(option, str(bad), "go")
         assert result.returncode == 2 and "line 2: message" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("line", ["{}", '{"type": ["x"]}', '{"type": 5}'], ids=["no-type", "list-type", "number-type"])
+def test_an_event_without_a_type_is_refused_in_one_line(tmp_path, line):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(line + "\n")
+    done = run_offline(tmp_path, "--show", str(bad))
+    assert done.returncode == 2 and "line 1: not a transcript event" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_empty_transcript_replays_as_one_that_ran_out(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    done = run_offline(tmp_path, "--replay", str(empty), "go")
+    assert done.returncode == 3 and "Traceback" not in done.stderr
+
+
+def test_a_resumed_transcript_without_a_system_prompt_gets_the_agents_own():
+    events = [{"type": "user/message", "content": "hi"}]
+    messages = transcripts.start(events, {}, "the agent's own", None)
+    assert messages == [{"role": "system", "content": "the agent's own"}, {"role": "user", "content": "hi"}]
+
+
+def test_the_start_line_names_the_transcript_file(agent, server):
+    server.add(reply("hi"))
+    result = agent("go")
+    assert f"transcript: {result.transcript}\n" in result.stderr

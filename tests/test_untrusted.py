@@ -223,3 +223,12 @@ def test_a_stream_of_another_shape_is_one_clear_line(loop, server):
     server.script[-1].events = [{**chunk, "choices": [{"index": 0, "delta": {"content": 5}, "finish_reason": None}]}]
     result = loop("go", stream=True)
     assert result.status == "api_error" and "not a chat completion stream" in result.text
+
+
+def test_a_reply_field_nested_hundreds_deep_is_one_clear_line(loop, server):
+    nested = "x"
+    for _ in range(400):  # deep enough for pydantic's serializer, not for the JSON parser
+        nested = [nested]
+    server.add(reply("hello", provider_extra=nested))
+    result = loop("go")
+    assert result.status == "api_error" and "a field nested too deep to read" in result.text

@@ -20,8 +20,9 @@ from tools import ToolError, read_file, write_file
 @pytest.mark.parametrize(
     "order",
     [["HEAD", "objects/info/x", "refs/heads/main"], ["refs/x", "HEAD", "objects/y"], ["sub/objects/a", "sub/refs/b",
-                                                                                        "sub/HEAD"]],
-    ids=["head-first", "head-second", "in-a-subfolder"],
+                                                                                        "sub/HEAD"],
+     ["x/objects/o", "x/refs/r", "x/config", "a/commondir", "a/HEAD"], ["a/HEAD", "a/commondir"]],
+    ids=["head-first", "head-second", "in-a-subfolder", "commondir-then-head", "head-then-commondir"],
 )  # fmt: skip
 def test_write_file_refuses_to_complete_a_git_repository_in_any_folder(tmp_path, order):
     for path in order[:-1]:
