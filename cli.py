@@ -95,8 +95,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     client = replay or servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
     if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
         say(f"lesson: {recorded[0]['note']}")
-    if replay and replay.other_task(task):
-        say(f"replay: the recorded replies answer {replay.other_task(task)!r}, not this task; they will not change")
+    if replay and (other := replay.other_task(task)):
+        say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
     where = replay.base_url if replay else options.base_url
     settings = {"model": options.model, "base_url": where, "workspace": str(options.workdir.resolve())}
     messages = transcripts.start(recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript)

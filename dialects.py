@@ -118,8 +118,7 @@ def ends_thinking(text: str, at: int, length: int) -> bool:
     ends its line or a tool call follows it (GLM-4.7), and it is not in code (fenced, `inline` or indented)."""
     after = text[at + length :]
     ends = not after.split("\n", 1)[0].strip() or after.lstrip().startswith(("<", "["))
-    fenced = len(FENCE_LINE.findall(text, 0, at)) % 2 == 1
-    return ends and not fenced and not indented(text, at) and not any(a <= at < b for a, b in inline_code(text))
+    return ends and outside_code(text)(at)
 
 
 def response(text: str) -> str:
@@ -439,7 +438,8 @@ def literal(node):
     return ast.literal_eval(node)
 
 
-# (family, where its shape comes from, the markup that opens it or None for a bare one, its reader)
+# (family, where its shape comes from, the markup that opens it, its reader). A reader also reads a bare block
+# (no opening markup) at the start of the text or after an ANNOUNCING token.
 FAMILIES = [
     ("DeepSeek V3.2 DSML", "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
      rf"<{B}DSML{B}(?:function_calls|tool_calls)>", read_dsml),
@@ -557,19 +557,19 @@ def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
 
 
 def first_opening(text: str) -> int | None:
-    """Where the first tool-call markup stands outside code (fenced blocks, `inline` code, indented lines) and
-    outside a > quote."""
-    fences = [m.start() for m in FENCE_LINE.finditer(text)]
-    inline = inline_code(text)
-    for match in OPENING.finditer(text):
-        at = match.start()
-        if bisect.bisect(fences, at) % 2 == 0 and not indented(text, at) and not any(a <= at < b for a, b in inline):
-            return at
-    return None
+    """Where the first tool-call markup stands outside code and quotes (outside_code())."""
+    outside = outside_code(text)
+    return next((m.start() for m in OPENING.finditer(text) if outside(m.start())), None)
 
 
-def inline_code(text: str) -> list[tuple[int, int]]:
-    return [m.span() for m in INLINE_CODE.finditer(text)]
+def outside_code(text: str):
+    """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline` code, and lines
+    indented as code or quoted with >. The fences and spans are found once, for all the positions tested."""
+    fences = [m.start() for m in FENCE_LINE.finditer(text)]  # an even number before a position: not in a block
+    inline = [m.span() for m in INLINE_CODE.finditer(text)]
+    return lambda at: (
+        bisect.bisect(fences, at) % 2 == 0 and not indented(text, at) and not any(a <= at < b for a, b in inline)
+    )
 
 
 def indented(text: str, at: int) -> bool:
@@ -608,11 +608,9 @@ class Printer:
             self.text += piece
             if "\n" not in piece:  # lines are printed whole: nothing new to show before a line ends
                 return
-            thinking, rest = split_thinking(self.text)
+            rest = split_thinking(self.text)[1]  # "" while thinking is still open
             opening = first_opening(rest)
-            ready = rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1]
-            if not (thinking and not rest):
-                self.show(ready)
+            self.show(rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1])
 
     def end(self, content: str) -> None:
         if self.live:

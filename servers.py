@@ -169,11 +169,9 @@ def collect_stream(stream, model: str):
         finish_reason = choice.finish_reason or finish_reason
         error = error or (choice.model_extra or {}).get("error")
     printer.end(message["content"])
-    if error:  # OpenRouter: an error in the last chunk's choice, with finish_reason "error"
-        raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
     if calls:
         message["tool_calls"] = calls
-    return completion(message, finish_reason, usage, model)
+    return completion(message, finish_reason, usage, model, error)
 
 
 def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
@@ -216,11 +214,12 @@ def merge(old, new, key: str = ""):
     return new
 
 
-def completion(message: dict, finish_reason: str | None, usage, model: str):
-    """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish reasons pass)."""
+def completion(message: dict, finish_reason: str | None, usage, model: str, error=None):
+    """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish reasons pass). error:
+    the one a stream's choice carried (OpenRouter), kept in the choice for whole_reply() to report."""
     from openai.types.chat import ChatCompletion
 
-    choices = [{"index": 0, "message": message, "finish_reason": finish_reason}]
+    choices = [{"index": 0, "message": message, "finish_reason": finish_reason, **({"error": error} if error else {})}]
     return ChatCompletion.construct(
         id="local", object="chat.completion", created=0, model=model, usage=usage, choices=choices
     )
@@ -357,11 +356,7 @@ def error_text(error) -> str:
     exception (its body is read) or a body as sent: an object ({"error": {"message", "code"}}, vLLM's flat
     {"message", "type"}, FastAPI's {"detail"}), a list of those (Gemini) or plain text. The key is blanked
     out before the text is cut."""
-    body = getattr(error, "body", error) if isinstance(error, Exception) else error
-    if isinstance(body, list) and body:  # Gemini's OpenAI-compatible endpoint: [{"error": {...}}]
-        body = body[0]
-    if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
-        body = body["error"]
+    body = error_body(error)
     if isinstance(body, dict):
         message = next((body[k] for k in ("message", "detail", "msg") if isinstance(body.get(k), str)), None)
         code = next((body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))), None)
@@ -376,6 +371,16 @@ def error_text(error) -> str:
 
 def error_code(error) -> str | None:
     """The code an error body gives (Groq: "tool_use_failed"), or None."""
-    body = getattr(error, "body", None)
-    body = body.get("error", body) if isinstance(body, dict) else body
+    body = error_body(error)
     return body.get("code") if isinstance(body, dict) else None
+
+
+def error_body(error):
+    """The error object inside what a server sent: an exception's body, or a body as sent; a list of them
+    (Gemini's OpenAI-compatible endpoint: [{"error": {...}}]) gives its first, {"error": ...} what it holds."""
+    body = getattr(error, "body", error) if isinstance(error, Exception) else error
+    if isinstance(body, list) and body:
+        body = body[0]
+    if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
+        body = body["error"]
+    return body

@@ -118,8 +118,9 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
         )
     if makes_repository(Path(workdir).resolve(), target):
         raise ToolError(
-            f"{path} would give its folder what git looks for in a repository (HEAD, objects/ and refs/): not "
-            "written, since git would then obey that folder's config whenever anyone runs git there. Ask the user."
+            f"{path} would give its folder what git looks for in a repository (HEAD beside objects/ and refs/, or "
+            "beside commondir): not written, since git would then obey that folder's config whenever anyone runs "
+            "git there. Ask the user."
         )
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
@@ -163,8 +164,8 @@ def remove_temporaries(folder: int | Path, name: str) -> None:
 def makes_repository(root: Path, target: Path) -> bool:
     """Whether writing target would give a folder of the workspace what git takes for a repository: HEAD,
     objects/ and refs/ side by side, or HEAD and a commondir file that names them (git's setup.c,
-    is_git_directory()). Git discovers such a folder as a bare
-    repository and obeys its config (core.fsmonitor runs a command) whenever anyone runs git in it."""
+    is_git_directory()). Git discovers such a folder as a bare repository and obeys its config (core.fsmonitor
+    runs a command) whenever anyone runs git in it."""
     child = target
     for folder in [target.parent, *target.parent.parents]:
         if not folder.is_relative_to(root):
@@ -302,7 +303,7 @@ def resolve(path: str, workdir: Path) -> Path:
 # --- The sandbox: --sandbox confines every command with the operating system -----------------------
 # As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the workspace,
 # a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace and session. What it
-# does not stop is in the docs/safety.md (The sandbox). macOS has sandbox-exec, with a profile to the same effect.
+# does not stop is in docs/safety.md (The sandbox). macOS has sandbox-exec, with a profile to the same effect.
 
 NETWORK_FAILED = re.compile(r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
                             r"Name or service not known|Connection refused|No route to host")  # fmt: skip
