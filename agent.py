@@ -5,9 +5,10 @@
                 └── one tool message ◄───┘ run each call (read_file, write_file, run_shell)
                     per call
 
-run() below is the whole idea; request() just under it is the one call to the model. tools.py
-holds the tools and runs a call; servers.py copes with what real servers send; transcripts.py
-records and replays runs; config.py holds every setting; cli.py is the command line.
+run() below is lesson 1's loop, line for line in shape. What real servers and models need is
+behind two seams: the client (realworld/replies.py) answers client.chat.completions.create(...)
+with a reply that is already whole and honest, and tools.run_call() turns one call into the text
+the model reads. realworld/ holds the rest: the command line, transcripts, the sandbox.
 
 Try the loop from a Python prompt in this folder:
     >>> import agent, openai
@@ -18,17 +19,14 @@ Try the loop from a Python prompt in this folder:
 import signal
 import sys
 
-if __name__ == "__main__":  # Ctrl-C while the modules load: a quiet exit, not a traceback (main() sets it back)
+if __name__ == "__main__":  # Ctrl-C while the modules load: a quiet exit (main() sets it back)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-import time
 from typing import NamedTuple
 
 import config
-import dialects
-import servers
 import tools
-import transcripts
-from text import say, shorten
+from realworld import dialects, replies, transcripts
+from realworld.guards import say, shorten
 from tools import TOOLS
 
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
@@ -40,78 +38,66 @@ SYSTEM_PROMPT = (
 
 
 class Outcome(NamedTuple):
-    """How run() ended: status is what the transcript's turn/end records ("answered", "max_steps", ...);
-    text is the answer, or why there is none; used is the tokens each step used."""
+    """How run() ended. status: "answered", or why there is no answer ("max_steps", "api_error",
+    "interrupted", ...), as the transcript's turn/end records it. text: the answer, or why not."""
 
     status: str
     text: str
-    used: list[dict]
 
 
-def run(task: str, messages: list[dict] | None = None, *, client=None, model: str | None = None,
-        max_steps: int | None = None, workdir=None, yes: bool = False, stream: bool = False,
-        trace: bool = False, transcript=None) -> Outcome:  # fmt: skip
+def run(
+    task: str,
+    messages: list[dict] | None = None,
+    *,
+    client=None,
+    model: str | None = None,
+    max_steps: int | None = None,
+    workdir=None,
+    yes: bool = False,
+    transcript=None,
+) -> Outcome:
     """Work on task until the model answers, and say how it ended.
 
-    messages: a conversation to continue (it grows in place). client: an openai.OpenAI, or a replay of a
-    transcript. model, max_steps, workdir: the settings in config.py if not given. yes: run shell commands
-    without asking. stream: print the text as it comes. trace: print each request and response."""
-    client = client or servers.make_client(config.BASE_URL, config.API_KEY, config.TIMEOUT)
-    model, max_steps, workdir = model or config.MODEL, max_steps or config.MAX_STEPS, workdir or config.WORKDIR
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}] if messages is None else messages
+    messages: a conversation to continue (it grows in place). client: an openai.OpenAI, a replay,
+    or a replies.Client (the settings' server if not given). model, max_steps, workdir: the
+    settings in config.py if not given. yes: run shell commands without asking. transcript: an
+    open file that records every step."""
+    client = replies.wrap(client)
+    model = model or config.MODEL
+    max_steps = max_steps or config.MAX_STEPS
+    workdir = workdir or config.WORKDIR
+    if messages is None:
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     add(messages, {"role": "user", "content": task}, transcript)
-    used = []
-    for step in range(1, max_steps + 1):
-        started = time.monotonic()
-        try:
-            resp = request(client, model, messages, stream, trace)
-        except servers.RequestFailed as e:
-            return end(transcript, "api_error", str(e), used)
-        msg = resp.choices[0].message
-        finish_reason = resp.choices[0].finish_reason
-        assistant, repairs = servers.reply_message(msg, messages)  # what goes back: every field the server sent
-        latency_ms, usage = round((time.monotonic() - started) * 1000), servers.usage_of(resp)
-        add(messages, assistant, transcript, finish_reason=finish_reason, usage=usage, latency_ms=latency_ms,
-            repairs=repairs)  # fmt: skip
-        used.append(servers.count_tokens(usage))
-        show_step(step, latency_ms, assistant, repairs, used)
-
-        if finish_reason in STOP_REASONS:
-            # The arguments may be cut off mid-way: answer each call without running it.
-            answer_pending(messages, f"not run: {STOP_REASONS[finish_reason]}", transcript)
-            return end(transcript, finish_reason, STOP_REASONS[finish_reason], used)
-        if not assistant.get("tool_calls"):
-            thinking, answer = dialects.split_thinking(assistant["content"])  # Qwen3, R1: <think> in content
-            if not answer.strip():  # DeepSeek sometimes ends with reasoning and nothing else
-                return end(transcript, "empty_answer", dialects.no_answer(assistant, thinking), used)
-            transcripts.record(transcript, "turn/end", status="answered")
-            return Outcome("answered", answer.strip(), used)
-        for call in assistant["tool_calls"][: config.MAX_CALLS]:
-            name = call["function"]["name"]
-            say(f"  → {name}({shorten(call['function']['arguments'], 120)})")
-            result, ok = tools.run_call(name, call["function"]["arguments"], workdir, yes)
-            say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
-            add(messages, {"role": "tool", "tool_call_id": call["id"], "content": result}, transcript, name=name, ok=ok)
-        if len(assistant["tool_calls"]) > config.MAX_CALLS:  # one reply can hold thousands: the rest are not run
-            answer_pending(messages, f"not run: more than {config.MAX_CALLS} calls in one reply; send it again",
-                           transcript)  # fmt: skip
-    return end(transcript, "max_steps", f"reached MAX_STEPS ({max_steps}) without an answer; raise --max-steps", used)
-
-
-def request(client, model: str, messages: list[dict], stream: bool, trace: bool):
-    """Send the conversation and the tools; return the model's reply as the SDK's ChatCompletion. servers.answer()
-    wraps what real servers need around the call: a stream put together, errors made one line (RequestFailed)."""
-
-    def create():
-        options = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
-        return client.chat.completions.create(model=model, messages=messages, tools=TOOLS, **options)
-
-    if trace:
-        transcripts.trace_request(model, messages)
-    resp = servers.answer(create, str(client.base_url), model)
-    if trace:
-        say(f"── response (raw JSON)\n{resp.model_dump_json(indent=2, warnings=False)}")
-    return resp
+    outcome = Outcome("interrupted", "interrupted by the user")  # if an exception ends the run
+    try:
+        for step in range(1, max_steps + 1):
+            resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
+            msg = resp.choices[0].message
+            finish_reason = resp.choices[0].finish_reason
+            # Every field the server sent goes back (DeepSeek's reasoning_content, Gemini's
+            # signatures); exclude_none would drop them when null.
+            add(
+                messages, msg.model_dump(mode="json", exclude_unset=True), transcript, **about(resp)
+            )
+            show_step(step, resp)
+            if finish_reason in STOP_REASONS:  # cut off or filtered: arguments may be partial
+                outcome = Outcome(finish_reason, STOP_REASONS[finish_reason])
+                return outcome
+            if not msg.tool_calls:
+                outcome = final_answer(msg)
+                return outcome
+            for call in msg.tool_calls:
+                name = call.function.name
+                result, ok = tools.run_call(name, call.function.arguments, workdir, yes)
+                tool_message = {"role": "tool", "tool_call_id": call.id, "content": result}
+                add(messages, tool_message, transcript, name=name, ok=ok)
+        outcome = Outcome("max_steps", f"reached MAX_STEPS ({max_steps}) without an answer")
+    except replies.RequestFailed as e:  # no usable reply; e says why in the provider's words
+        outcome = Outcome(e.status, str(e))
+    finally:  # every exit, Ctrl-C too: each call answered, so a server accepts the history
+        end(messages, outcome, transcript)
+    return outcome
 
 
 # finish_reason values that end the run without an answer, and what to tell the person.
@@ -124,45 +110,71 @@ STOP_REASONS = {
 
 
 def add(messages: list[dict], message: dict, transcript, **details) -> None:
-    """Append a message to the conversation and record it in the transcript: the one way messages grow."""
+    """Append a message to the conversation and record it: the one way messages grow."""
     messages.append(message)
     transcripts.record_message(transcript, message, **details)
 
 
-def answer_pending(messages: list[dict], reason: str, transcript) -> None:
-    """Answer each call of the last reply that has no tool message yet, so the history stays valid."""
+def about(resp) -> dict:
+    """What the transcript keeps of a reply beside its message."""
+    choice = resp.choices[0]
+    return {
+        "finish_reason": choice.finish_reason,
+        "usage": replies.usage_of(resp),
+        "latency_ms": resp.latency_ms,
+        "repairs": resp.repairs,
+    }
+
+
+def final_answer(msg) -> Outcome:
+    """The reply's text as the answer, less its thinking; an empty one is no answer."""
+    thinking, answer = dialects.split_thinking(msg.content)  # Qwen3, R1: <think> in content
+    if not answer.strip():  # DeepSeek sometimes ends with reasoning and nothing else
+        return Outcome("empty_answer", dialects.no_answer(msg, thinking))
+    return Outcome("answered", answer.strip())
+
+
+def end(messages: list[dict], outcome: Outcome, transcript) -> None:
+    """Answer every call still open, say why the run stopped, record the end."""
+    reason = outcome.text if outcome.status == "interrupted" else f"not run: {outcome.text}"
+    close_open_calls(messages, reason, transcript)
+    if outcome.status == "api_error":
+        say(f"agent: {outcome.text}")
+    elif outcome.status not in ("answered", "interrupted"):  # an interruption: the caller says it
+        say(f"stopped: {outcome.text}")
+    error = {"error": outcome.text} if outcome.status == "api_error" else {}
+    transcripts.record(transcript, "turn/end", status=outcome.status, **error)
+
+
+def close_open_calls(messages: list[dict], reason: str, transcript) -> None:
+    """Answer each call of the last reply that has no tool message yet, with reason."""
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
-    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
-    for call in last.get("tool_calls", []):
+    answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
+    for call in last.get("tool_calls") or []:
         if call["id"] not in answered:
-            say(f"  ✗ {call['function']['name']}({shorten(call['function']['arguments'], 120)}): {reason}")
+            name = call["function"]["name"]
+            say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
             tool_message = {"role": "tool", "tool_call_id": call["id"], "content": reason}
-            add(messages, tool_message, transcript, name=call["function"]["name"], ok=False)
+            add(messages, tool_message, transcript, name=name, ok=False)
 
 
-def end(transcript, status: str, why: str, used: list[dict]) -> Outcome:
-    """End the run without an answer: say why, and record it."""
-    say(f"stopped: {why}" if status != "api_error" else f"agent: {why}")
-    transcripts.record(transcript, "turn/end", status=status, **({"error": why} if status == "api_error" else {}))
-    return Outcome(status, why, used)
-
-
-def show_step(step: int, latency_ms: int, assistant: dict, repairs: list[str], used: list[dict]) -> None:
-    """Print one step on stderr: its tokens and time, what was repaired, the reasoning and text beside calls."""
-    say(f"step {step}: {servers.describe_tokens(used[-1])}, {latency_ms} ms")
-    for repair in repairs:
+def show_step(step: int, resp) -> None:
+    """Print one step on stderr: tokens and the server's time, repairs, reasoning, text beside calls."""
+    msg = resp.choices[0].message
+    tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)))
+    took = "a recorded reply" if resp.latency_ms is None else f"{resp.latency_ms} ms at the server"
+    say(f"step {step}: {tokens}, {took}")
+    for repair in resp.repairs:
         say(f"  repaired: {repair}")
-    thinking, text = dialects.split_thinking(assistant["content"])
-    reasoning = dialects.reasoning_of(assistant) or thinking
+    thinking, text = dialects.split_thinking(msg.content)
+    reasoning = dialects.reasoning_of(msg) or thinking
     if reasoning.strip():
         say(f"  thinking: {shorten(reasoning, 200)}")
-    if assistant.get("tool_calls") and text.strip():
+    if msg.tool_calls and text.strip():
         say(f"  {shorten(text, 200)}")
-    if servers.prompt_first_cut(used):
-        say(f"agent: warning: {servers.PROMPT_CUT}")
 
 
-if __name__ == "__main__":  # python agent.py [options] "task": the command line is in cli.py
-    import cli
+if __name__ == "__main__":  # python agent.py [options] "task": the command line is realworld/cli.py
+    from realworld import cli
 
     sys.exit(cli.main())

@@ -17,14 +17,28 @@ from pathlib import Path
 
 try:
     from dotenv import dotenv_values
-except ModuleNotFoundError:  # not installed yet: parse_options() says how to install it, in one line
+except (
+    ModuleNotFoundError
+):  # not installed yet: parse_options() says how to install it, in one line
     dotenv_values = None
 
 HERE = Path(__file__).resolve().parent
-NAMES = ("AGENT_BASE_URL", "AGENT_MODEL", "AGENT_API_KEY", "DEEPSEEK_API_KEY", "AGENT_TIMEOUT",
-         "AGENT_SHELL_TIMEOUT", "AGENT_MAX_OUTPUT", "AGENT_SANDBOX", "AGENT_SANDBOX_NETWORK")  # fmt: skip
-FILE = {k: v for k, v in (dotenv_values(HERE / ".env", interpolate=False) if dotenv_values else {}).items()
-        if k in NAMES and v is not None}  # fmt: skip
+NAMES = (
+    "AGENT_BASE_URL",
+    "AGENT_MODEL",
+    "AGENT_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "AGENT_TIMEOUT",
+    "AGENT_SHELL_TIMEOUT",
+    "AGENT_MAX_OUTPUT",
+    "AGENT_SANDBOX",
+    "AGENT_SANDBOX_NETWORK",
+)
+FILE = {
+    k: v
+    for k, v in (dotenv_values(HERE / ".env", interpolate=False) if dotenv_values else {}).items()
+    if k in NAMES and v is not None
+}
 
 
 def setting(name: str) -> str:
@@ -65,13 +79,17 @@ API_KEY = setting("AGENT_API_KEY") or setting("DEEPSEEK_API_KEY")
 # The key to blank out of what the agent shows and the model sees. A short one is a placeholder for a local
 # server ("none", "ollama"), no secret: blanking it would mangle every text that happens to hold the word.
 HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
-TIMEOUT = number("AGENT_TIMEOUT", 300)  # seconds one request to the model may take, body and stream included
+TIMEOUT = number(
+    "AGENT_TIMEOUT", 300
+)  # seconds one request to the model may take, body and stream included
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
 MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
 SANDBOX = setting("AGENT_SANDBOX") == "1"  # --sandbox: every command in an OS sandbox (tools.py)
-SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"  # the sandbox keeps the network (pip install)
+SANDBOX_NETWORK = (
+    setting("AGENT_SANDBOX_NETWORK") == "1"
+)  # the sandbox keeps the network (pip install)
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
 
@@ -118,19 +136,49 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     add = parser.add_argument
     add("task", nargs="*", help="what to do, in words")
     add("-y", "--yes", action="store_true", help="run shell commands without asking")
-    add("--sandbox", action="store_true", help="run shell commands in an OS sandbox: no network, writes only in the "
-        "workspace (Linux: bubblewrap; AGENT_SANDBOX=1)")  # fmt: skip
-    add("--max-steps", type=positive_int, default=MAX_STEPS, metavar="N", help=f"model requests per task ({MAX_STEPS})")
+    add(
+        "--sandbox",
+        action="store_true",
+        help="run shell commands in an OS sandbox: no network, writes only in the "
+        "workspace (Linux: bubblewrap; AGENT_SANDBOX=1)",
+    )
+    add(
+        "--max-steps",
+        type=positive_int,
+        default=MAX_STEPS,
+        metavar="N",
+        help=f"model requests per task ({MAX_STEPS})",
+    )
     add("--model", default=MODEL, metavar="NAME", help="model name (AGENT_MODEL)")
     add("--base-url", default=BASE_URL, metavar="URL", help="server address (AGENT_BASE_URL)")
-    add("--workdir", type=Path, default=WORKDIR, metavar="DIR", help="the tools' folder (playground/)")
-    add("--transcript", type=Path, metavar="PATH", help="where to write the transcript (runs/<UTC time>.jsonl)")
+    add(
+        "--workdir",
+        type=Path,
+        default=WORKDIR,
+        metavar="DIR",
+        help="the tools' folder (playground/)",
+    )
+    add(
+        "--transcript",
+        type=Path,
+        metavar="PATH",
+        help="where to write the transcript (runs/<UTC time>.jsonl)",
+    )
     add("--stream", action="store_true", help="print the answer as it is written")
     add("--trace", action="store_true", help="print each request and raw response on stderr")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--replay", type=Path, metavar="TRANSCRIPT", help="answer with a transcript's recorded replies")
-    group.add_argument("--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation")
-    group.add_argument("--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation")
+    group.add_argument(
+        "--replay",
+        type=Path,
+        metavar="TRANSCRIPT",
+        help="answer with a transcript's recorded replies",
+    )
+    group.add_argument(
+        "--resume", type=Path, metavar="TRANSCRIPT", help="continue a transcript's conversation"
+    )
+    group.add_argument(
+        "--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation"
+    )
     options = parser.parse_args(argv)
     missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
     if missing and not options.show:  # --show needs neither
@@ -139,7 +187,9 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
             "&& . .venv/bin/activate && pip install -e .  (or activate the .venv made before)"
         )
     if not options.base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"the server address {options.base_url!r} must start with http:// or https://")
+        raise ConfigError(
+            f"the server address {options.base_url!r} must start with http:// or https://"
+        )
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
     return options

@@ -17,9 +17,17 @@ with open(request_path, encoding="utf-8") as f:
 client = OpenAI(base_url=base_url, api_key="bench")
 messages = [{"role": "system", "content": request["system"]}, {"role": "user", "content": "go"}]
 while True:
-    msg = client.chat.completions.create(model=model, messages=messages, tools=request["tools"]).choices[0].message
+    msg = (
+        client.chat.completions.create(model=model, messages=messages, tools=request["tools"])
+        .choices[0]
+        .message
+    )
     calls = [
-        {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+        {
+            "id": c.id,
+            "type": "function",
+            "function": {"name": c.function.name, "arguments": c.function.arguments},
+        }
         for c in msg.tool_calls or []
     ]
     if not calls:

@@ -48,11 +48,22 @@ def respond(body: dict) -> dict:
 def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
     """Run one command to the end; its wall time, peak memory, time to first request and requests."""
     server.requests.clear()
-    env = {**os.environ, "AGENT_API_KEY": "bench", "AGENT_SHELL_TIMEOUT": "60", "AGENT_MAX_OUTPUT": "10000"}
-    with open(folder / "stderr.txt", "w+", encoding="utf-8") as stderr:  # a file: a full pipe would block it
+    env = {
+        **os.environ,
+        "AGENT_API_KEY": "bench",
+        "AGENT_SHELL_TIMEOUT": "60",
+        "AGENT_MAX_OUTPUT": "10000",
+    }
+    with open(
+        folder / "stderr.txt", "w+", encoding="utf-8"
+    ) as stderr:  # a file: a full pipe would block it
         started = time.monotonic()
-        process = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)  # the rusage of this one child, unlike getrusage
+        process = subprocess.Popen(
+            command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+        _, status, usage = os.wait4(
+            process.pid, 0
+        )  # the rusage of this one child, unlike getrusage
         wall = time.monotonic() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode:
@@ -77,7 +88,12 @@ NO_MODEL = {
 
 def no_model_starts(pairs: int) -> dict:
     """Extra milliseconds each command that needs no model takes over a bare `python -c pass`: median of pairs."""
-    env = {**os.environ, "AGENT_API_KEY": "", "DEEPSEEK_API_KEY": "", "AGENT_BASE_URL": "https://api.deepseek.com"}
+    env = {
+        **os.environ,
+        "AGENT_API_KEY": "",
+        "DEEPSEEK_API_KEY": "",
+        "AGENT_BASE_URL": "https://api.deepseek.com",
+    }
 
     def wall(command: list[str]) -> float:
         started = time.monotonic()
@@ -86,9 +102,15 @@ def no_model_starts(pairs: int) -> dict:
 
     extra = {}
     for name, args in NO_MODEL.items():
-        pairs_ms = [wall([sys.executable, str(ROOT / "agent.py"), *args]) - wall([sys.executable, "-c", "pass"])]
-        pairs_ms += [wall([sys.executable, str(ROOT / "agent.py"), *args]) - wall([sys.executable, "-c", "pass"])
-                     for _ in range(pairs - 1)]  # fmt: skip
+        pairs_ms = [
+            wall([sys.executable, str(ROOT / "agent.py"), *args])
+            - wall([sys.executable, "-c", "pass"])
+        ]
+        pairs_ms += [
+            wall([sys.executable, str(ROOT / "agent.py"), *args])
+            - wall([sys.executable, "-c", "pass"])
+            for _ in range(pairs - 1)
+        ]
         extra[name] = statistics.median(pairs_ms)
     return extra
 
@@ -110,7 +132,10 @@ def prefix_stability(requests: list[dict]) -> tuple[int, int]:
     kept = 0
     for before, after in itertools.pairwise(requests):
         prefix = after["messages"][: len(before["messages"])]
-        kept += json.dumps(prefix) == json.dumps(before["messages"]) and after["tools"] == before["tools"]
+        kept += (
+            json.dumps(prefix) == json.dumps(before["messages"])
+            and after["tools"] == before["tools"]
+        )
     return kept, len(requests) - 1
 
 
@@ -137,14 +162,22 @@ def difference(a: float, b: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a few steps, one pair: only shows that it runs")
-    parser.add_argument("--json", type=Path, default=ROOT / "runs" / "bench.json", help="where to write the figures")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a few steps, one pair: only shows that it runs"
+    )
+    parser.add_argument(
+        "--json", type=Path, default=ROOT / "runs" / "bench.json", help="where to write the figures"
+    )
     options = parser.parse_args()
     steps, pairs, start_pairs, flood_steps = (5, 1, 1, 2) if options.quick else (50, 9, 20, 10)
     server = ScriptedServer(respond=respond)
     folder = Path(tempfile.mkdtemp(prefix="bench-"))
-    (folder / "request.json").write_text(json.dumps({"system": agent_module.SYSTEM_PROMPT, "tools": tools.TOOLS}))
+    (folder / "request.json").write_text(
+        json.dumps({"system": agent_module.SYSTEM_PROMPT, "tools": tools.TOOLS})
+    )
 
     def agent(steps: int, kind: str = "echo", *extra: str) -> list[str]:
         workdir, transcript = str(folder / "work"), str(folder / f"{time.monotonic_ns()}.jsonl")
@@ -177,16 +210,25 @@ def main() -> None:
 
     def alternate(steps: int, n: int) -> tuple[list[dict], list[dict]]:
         """n runs of each, agent and baseline in turn, so that drift in the machine hits both alike."""
-        runs = [(measure(agent(steps), server, folder), measure(baseline(steps), server, folder)) for _ in range(n)]
+        runs = [
+            (measure(agent(steps), server, folder), measure(baseline(steps), server, folder))
+            for _ in range(n)
+        ]
         return [a for a, _ in runs], [b for _, b in runs]
 
     alternate(steps, 1)  # a warm-up pair, not counted: the first run of all pays for cold caches
     agents, baselines = alternate(steps, pairs)
     if agents[0]["requests"] != baselines[0]["requests"]:
-        sys.exit("bench: the baseline's requests differ from the agent's, so the comparison would be unfair")
-    start_agents, start_baselines = alternate(0, start_pairs)  # an answer at once: only the start is timed
+        sys.exit(
+            "bench: the baseline's requests differ from the agent's, so the comparison would be unfair"
+        )
+    start_agents, start_baselines = alternate(
+        0, start_pairs
+    )  # an answer at once: only the start is timed
     flood = measure(agent(flood_steps, "flood"), server, folder)
-    sandbox = sandbox_cost(lambda *extra: measure(agent(steps, "echo", *extra), server, folder), steps, pairs)
+    sandbox = sandbox_cost(
+        lambda *extra: measure(agent(steps, "echo", *extra), server, folder), steps, pairs
+    )
     no_model = no_model_starts(start_pairs)
     server.close()
     kept, seen = prefix_stability(agents[0]["requests"])
@@ -200,7 +242,9 @@ def main() -> None:
         "first_request_ms": compare(start_agents, start_baselines, "first_request_ms", difference),
         "flood": {
             "request_bytes": flood["request_bytes"],
-            "tool_chars_per_step": [len(b["messages"][-1]["content"]) for b in flood["requests"][1:]],
+            "tool_chars_per_step": [
+                len(b["messages"][-1]["content"]) for b in flood["requests"][1:]
+            ],
             "max_rss_mb": flood["max_rss_mb"],
         },
         "prefix_stability": {"kept": kept, "pairs": seen},
@@ -214,16 +258,32 @@ def main() -> None:
     print(f"\nrequest bodies in the ~15 MB run, bytes: {flood['request_bytes']}")
     print(f"tool output each step added, characters: {flood['tool_chars_per_step']}")
     if options.quick:
-        print("\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure")
+        print(
+            "\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure"
+        )
     print(f"\nfigures: {options.json}")
 
 
 def sandbox_row(sandbox: dict, steps: int, pairs: int) -> list[str]:
     """The row for --sandbox against the same session without it."""
     if "not_measured" in sandbox:
-        return ["--sandbox against the same session without it", "not measured", "", sandbox["not_measured"], "", ""]
+        return [
+            "--sandbox against the same session without it",
+            "not measured",
+            "",
+            sandbox["not_measured"],
+            "",
+            "",
+        ]
     extra = f"{sandbox['ratio']:.3f} ({sandbox['ms_per_command']:+.1f} ms a command)"
-    return [f"--sandbox against the same session without it, {steps} steps, {pairs} pairs", "", "", extra, "", ""]
+    return [
+        f"--sandbox against the same session without it, {steps} steps, {pairs} pairs",
+        "",
+        "",
+        extra,
+        "",
+        "",
+    ]
 
 
 def table(f: dict) -> str:
@@ -251,8 +311,16 @@ def table(f: dict) -> str:
             "target",
         ],
         ["---"] * 6,
-        [f"wall time, {f['steps']} steps, {f['pairs']} pairs", *both(f["wall_s"], "{:.2f} s", "{:.3f}"), "<= 1.10"],
-        ["peak memory (max RSS), same runs", *both(f["max_rss_mb"], "{:.1f} MB", "{:.3f}"), "<= 1.15"],
+        [
+            f"wall time, {f['steps']} steps, {f['pairs']} pairs",
+            *both(f["wall_s"], "{:.2f} s", "{:.3f}"),
+            "<= 1.10",
+        ],
+        [
+            "peak memory (max RSS), same runs",
+            *both(f["max_rss_mb"], "{:.1f} MB", "{:.3f}"),
+            "<= 1.15",
+        ],
         [
             f"process start to first request, {f['start_pairs']} pairs",
             *both(f["first_request_ms"], "{:.0f} ms", "{:+.0f} ms"),
@@ -266,9 +334,23 @@ def table(f: dict) -> str:
             "",
             "<= 11,000",
         ],
-        ["largest request body in that run", f"{max(flood['request_bytes']):,} bytes", "", "", "", ""],
+        [
+            "largest request body in that run",
+            f"{max(flood['request_bytes']):,} bytes",
+            "",
+            "",
+            "",
+            "",
+        ],
         ["peak memory in that run", f"{flood['max_rss_mb']:.1f} MB", "", "", "", ""],
-        ["requests that extend the previous one byte for byte", f"{kept}/{seen}", "", f"{kept / seen:.0%}", "", "100%"],
+        [
+            "requests that extend the previous one byte for byte",
+            f"{kept}/{seen}",
+            "",
+            f"{kept / seen:.0%}",
+            "",
+            "100%",
+        ],
         *[
             [
                 f"{name}: time over a bare `python -c pass`, {f['start_pairs']} pairs",

@@ -10,7 +10,7 @@ import pytest
 from scripted_server import ScriptedServer, call, reply
 
 import agent as agent_module
-import servers
+from realworld import replies
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
@@ -34,8 +34,12 @@ def events_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-posix_only = pytest.mark.skipif(os.name == "nt", reason="needs POSIX: a shell, a pty, signals or a FIFO")
-linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux: a child subreaper, /proc")
+posix_only = pytest.mark.skipif(
+    os.name == "nt", reason="needs POSIX: a shell, a pty, signals or a FIFO"
+)
+linux_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="needs Linux: a child subreaper, /proc"
+)
 
 
 @pytest.fixture
@@ -47,7 +51,11 @@ def server():
 
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment a test runs the agent in: no real keys or settings leak in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "OPENAI_")) and k != "DEEPSEEK_API_KEY"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENT_", "OPENAI_")) and k != "DEEPSEEK_API_KEY"
+    }
     # Empty values count as set, so a developer's .env beside agent.py cannot fill them in.
     env.update(
         AGENT_API_KEY="",
@@ -73,7 +81,14 @@ class Agent:
         """Start the agent; return the process and its transcript path."""
         self.runs += 1
         transcript = self.tmp_path / f"transcript-{self.runs}.jsonl"
-        command = [sys.executable, str(AGENT), "--base-url", self.server.url, "--workdir", str(self.workdir)]
+        command = [
+            sys.executable,
+            str(AGENT),
+            "--base-url",
+            self.server.url,
+            "--workdir",
+            str(self.workdir),
+        ]
         command += ["--transcript", str(transcript), *args]
         process = subprocess.Popen(
             command,
@@ -88,7 +103,12 @@ class Agent:
         return process, transcript
 
     def __call__(
-        self, *args: str, terminal: str | None = None, open_stdin: bool = False, stdin_text: str = "", **start
+        self,
+        *args: str,
+        terminal: str | None = None,
+        open_stdin: bool = False,
+        stdin_text: str = "",
+        **start,
     ) -> Result:
         """Run the agent to the end. stdin_text: piped to it. terminal: what a person types on a
         pseudo-terminal as its stdin. open_stdin: a pipe that stays open, as when nobody types anything."""
@@ -118,7 +138,7 @@ def agent(tmp_path, server):
 
 @dataclass
 class Ran:
-    """What one call of agent.run() returned and printed."""
+    """What one call of agent.run() returned and printed; used: the tokens of each reply (the client's)."""
 
     status: str
     text: str
@@ -134,7 +154,8 @@ class Ran:
 class Loop:
     """Calls agent.run() in this process, with a client pointed at the scripted server, in a temporary folder.
 
-    The client is the one the command line makes (servers.make_client), time limit included."""
+    The client is the one the command line makes (replies.Client over replies.openai_client), time limit
+    included; stream and trace are its options."""
 
     def __init__(self, server: ScriptedServer, tmp_path: Path, capsys):
         self.server, self.tmp_path, self.capsys = server, tmp_path, capsys
@@ -142,16 +163,19 @@ class Loop:
         self.workdir.mkdir(exist_ok=True)
         self.runs = 0
 
-    def __call__(self, task: str = "go", messages: list[dict] | None = None, timeout: float = 60, **options) -> Ran:
+    def __call__(
+        self, task: str = "go", messages: list[dict] | None = None, timeout: float = 60, **options
+    ) -> Ran:
         self.runs += 1
         path = self.tmp_path / f"loop-{self.runs}.jsonl"
-        client = servers.make_client(self.server.url, KEY, timeout)
+        inner = replies.openai_client(self.server.url, KEY, timeout)
+        client = replies.Client(inner, options.pop("stream", False), options.pop("trace", False))
         options = {"client": client, "model": "test-model", "workdir": self.workdir, **options}
         self.capsys.readouterr()
         with open(path, "x", encoding="utf-8") as transcript:
             outcome = agent_module.run(task, messages, transcript=transcript, **options)
         printed = self.capsys.readouterr()
-        return Ran(*outcome, printed.out, printed.err, path)
+        return Ran(*outcome, client.tokens, printed.out, printed.err, path)
 
 
 @pytest.fixture

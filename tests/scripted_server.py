@@ -68,8 +68,15 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
     message = choice["message"]
 
     def chunk(delta=None, finish_reason=None, usage=None, choices=True):
-        head = {"id": body["id"], "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
-        head["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
+        head = {
+            "id": body["id"],
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": body["model"],
+        }
+        head["choices"] = (
+            [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []
+        )
         return {**head, "usage": usage}
 
     def pieces(text):
@@ -77,11 +84,17 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
 
     chunks = [chunk({"role": "assistant", "content": ""})]
     if "reasoning_content" in message:
-        chunks += [chunk({"reasoning_content": p}) for p in pieces(message["reasoning_content"] or "")]
+        chunks += [
+            chunk({"reasoning_content": p}) for p in pieces(message["reasoning_content"] or "")
+        ]
     chunks += [chunk({"content": p}) for p in pieces(message["content"] or "") if p]
     for key, value in message.items():  # other fields: text in pieces, anything else whole
         if key not in ("role", "content", "tool_calls", "reasoning_content"):
-            chunks += [chunk({key: p}) for p in pieces(value)] if isinstance(value, str) else [chunk({key: value})]
+            chunks += (
+                [chunk({key: p}) for p in pieces(value)]
+                if isinstance(value, str)
+                else [chunk({key: value})]
+            )
     for i, call in enumerate(message.get("tool_calls") or []):
         index = 0 if same_index else i
         args = pieces(call["function"]["arguments"] or "")
@@ -93,7 +106,10 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
             **{k: v for k, v in call.items() if k not in ("id", "type", "function")},
         }
         chunks.append(chunk({"tool_calls": [first]}))
-        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in args[1:]]
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+            for p in args[1:]
+        ]
     chunks.append(chunk(finish_reason=choice["finish_reason"]))
     chunks.append(chunk(usage=body["usage"], choices=False))
     return chunks
@@ -111,14 +127,42 @@ class Trickle:
     that sends a chunk every 0.05 s and never finishes. Either gives up after 30 s or when the client leaves."""
 
     def __init__(self, body: dict, seconds_per_byte: float = 0.2, endless_stream: bool = False):
-        self.body, self.seconds_per_byte, self.endless_stream = body, seconds_per_byte, endless_stream
+        self.body, self.seconds_per_byte, self.endless_stream = (
+            body,
+            seconds_per_byte,
+            endless_stream,
+        )
+
+
+def history_problem(messages) -> str | None:
+    """What OpenAI answers HTTP 400 to in a conversation, or None: an assistant message whose tool_calls
+    are not each answered by a tool message before the next message of another role, or a tool message
+    that answers no call (the texts are OpenAI's own)."""
+    open_ids: list = []
+    for m in messages if isinstance(messages, list) else []:
+        role = m.get("role") if isinstance(m, dict) else None
+        if role == "tool":
+            if m.get("tool_call_id") not in open_ids:
+                return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+            open_ids.remove(m.get("tool_call_id"))
+            continue
+        if open_ids:
+            break
+        open_ids = [c.get("id") for c in m.get("tool_calls") or []] if role == "assistant" else []
+    if open_ids:
+        return (
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(map(str, open_ids))}"
+        )
+    return None
 
 
 class ScriptedServer:
-    """respond: a function from a request body to a reply, used when the script is empty."""
+    """respond: a function from a request body to a reply, used when the script is empty. Like OpenAI, it
+    answers HTTP 400 to a conversation with an unanswered tool call (history_problem), unless lenient."""
 
-    def __init__(self, respond=None):
-        self.respond = respond
+    def __init__(self, respond=None, lenient: bool = False):
+        self.respond, self.lenient = respond, lenient
         self.script: list = []
         self.requests: list[dict] = []
         self.closing = threading.Event()
@@ -156,11 +200,26 @@ class ScriptedServer:
                         "time": time.monotonic(),
                     }
                 )
+                problem = (
+                    None
+                    if server.lenient
+                    else history_problem(server.requests[-1]["body"].get("messages"))
+                )
+                if problem:
+                    error = {
+                        "message": problem,
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": None,
+                    }
+                    return self._send(400, {"error": error}, {})
                 if not server.script and server.respond:
                     server.script.append(server.respond(server.requests[-1]["body"]))
                 if not server.script:
                     return self._send(
-                        500, {"error": {"message": "the test script has no more replies"}}, {"x-should-retry": "false"}
+                        500,
+                        {"error": {"message": "the test script has no more replies"}},
+                        {"x-should-retry": "false"},
                     )
                 head = server.script[0]
                 if isinstance(head, Error):
@@ -173,7 +232,9 @@ class ScriptedServer:
                         if head.body is not None
                         else {"error": {"message": head.message, "type": "test_error"}}
                     )
-                    return self._send(head.status, body, {"retry-after-ms": "1"})  # keep the SDK's retries fast
+                    return self._send(
+                        head.status, body, {"retry-after-ms": "1"}
+                    )  # keep the SDK's retries fast
                 server.script.pop(0)
                 if isinstance(head, Stream):
                     return self._stream(head.events)
@@ -201,13 +262,19 @@ class ScriptedServer:
                 endless = trickle.endless_stream
                 data = json.dumps(trickle.body).encode()
                 self.send_response(200)
-                self.send_header("content-type", "text/event-stream" if endless else "application/json")
                 self.send_header(
-                    "content-length" if not endless else "connection", str(len(data)) if not endless else "close"
+                    "content-type", "text/event-stream" if endless else "application/json"
+                )
+                self.send_header(
+                    "content-length" if not endless else "connection",
+                    str(len(data)) if not endless else "close",
                 )
                 self.end_headers()
                 chunk = fragments(trickle.body, 1, False)[1]
-                pieces = (f"data: {json.dumps(chunk)}\n\n".encode() if endless else bytes([b]) for b in data)
+                pieces = (
+                    f"data: {json.dumps(chunk)}\n\n".encode() if endless else bytes([b])
+                    for b in data
+                )
                 deadline = time.monotonic() + 30
                 for piece in itertools.cycle(pieces) if endless else pieces:
                     if time.monotonic() > deadline or server.closing.wait(
@@ -225,7 +292,8 @@ class ScriptedServer:
                 data = (body if isinstance(body, str) else json.dumps(body)).encode()
                 self.send_response(status)
                 self.send_header(
-                    "content-type", "text/plain" if isinstance(body, str) and status >= 400 else "application/json"
+                    "content-type",
+                    "text/plain" if isinstance(body, str) and status >= 400 else "application/json",
                 )
                 self.send_header("content-length", str(len(data)))
                 for k, v in headers.items():

@@ -12,7 +12,10 @@ from scripted_server import Error, ScriptedServer, Trickle, call, reply
 
 def test_progress_goes_to_stderr_and_only_the_answer_to_stdout(agent, server):
     server.add(
-        reply("Writing it now.", tool_calls=[call("write_file", {"path": "a.txt", "content": "hello"})]),
+        reply(
+            "Writing it now.",
+            tool_calls=[call("write_file", {"path": "a.txt", "content": "hello"})],
+        ),
         reply("Wrote it."),
     )
     result = agent("write a.txt")
@@ -33,7 +36,9 @@ def test_an_api_error_exits_1_with_one_line_and_no_traceback(agent, server):
 
 
 def test_no_key_for_a_remote_server_exits_2_before_any_request(tmp_path):
-    env = clean_env(AGENT_BASE_URL="https://api.deepseek.com", OPENAI_API_KEY="sk-openai-must-not-be-used")
+    env = clean_env(
+        AGENT_BASE_URL="https://api.deepseek.com", OPENAI_API_KEY="sk-openai-must-not-be-used"
+    )
     done = subprocess.run(
         [sys.executable, str(AGENT), "--workdir", str(tmp_path / "w"), "go"],
         cwd=tmp_path,
@@ -76,7 +81,9 @@ def test_bad_usage_exits_2(agent, server):
 
 
 def test_help_documents_every_option_setting_and_an_example():
-    done = subprocess.run([sys.executable, str(AGENT), "--help"], capture_output=True, text=True, env=clean_env())
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--help"], capture_output=True, text=True, env=clean_env()
+    )
     assert done.returncode == 0
     for needle in (
         "--yes",
@@ -111,7 +118,7 @@ def test_the_missing_key_message_names_the_keyless_replay(tmp_path):
     assert "python agent.py --replay examples/lesson-01.jsonl" in done.stderr
 
 
-MODULES = ("agent.py", "cli.py", "config.py", "dialects.py", "servers.py", "text.py", "tools.py", "transcripts.py")
+MODULES = ("agent.py", "config.py", "tools.py")  # and the folder realworld/
 
 
 @pytest.fixture
@@ -121,16 +128,28 @@ def project(tmp_path):
     folder.mkdir()
     for name in MODULES:
         shutil.copy(ROOT / name, folder / name)
+    shutil.copytree(
+        ROOT / "realworld", folder / "realworld", ignore=shutil.ignore_patterns("__pycache__")
+    )
     return folder
 
 
 def start(project, cwd, *args, stdin="", **extra):
     """The project's agent.py, run from cwd with no AGENT_* variable in its environment but those in extra."""
-    env = {k: v for k, v in clean_env().items() if not k.startswith("AGENT_") and k != "DEEPSEEK_API_KEY"} | extra
+    env = {
+        k: v
+        for k, v in clean_env().items()
+        if not k.startswith("AGENT_") and k != "DEEPSEEK_API_KEY"
+    } | extra
     return subprocess.run(
         [sys.executable, str(project / "agent.py"), "--workdir", str(cwd / "work"), *args],
-        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_dotenv_in_the_current_folder_or_above_it_changes_nothing(project, tmp_path, server):
@@ -139,12 +158,17 @@ def test_a_dotenv_in_the_current_folder_or_above_it_changes_nothing(project, tmp
         planted = tmp_path / "shared" / "repo"
         planted.mkdir(parents=True)
         for folder in (planted, planted.parent):  # the folder the agent runs in, and one above it
-            (folder / ".env").write_text(f"AGENT_BASE_URL={attacker.url}\nAGENT_MODEL=attacker\nAGENT_API_KEY=x\n")
+            (folder / ".env").write_text(
+                f"AGENT_BASE_URL={attacker.url}\nAGENT_MODEL=attacker\nAGENT_API_KEY=x\n"
+            )
         (project / ".env").write_text(f"AGENT_BASE_URL={server.url}\nAGENT_API_KEY={KEY}\n")
         server.add(reply("hello"))
         done = start(project, planted, "hi")
         assert (done.returncode, done.stdout) == (0, "hello\n"), done.stderr
-        assert attacker.requests == [] and server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+        assert (
+            attacker.requests == []
+            and server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
+        )
     finally:
         attacker.close()
 
@@ -162,7 +186,9 @@ def test_the_projects_dotenv_is_read_as_written_and_reaches_no_command(project, 
     assert "PLANTED" not in output and "LD_PRELOAD" not in output and "proxy.invalid" not in output
 
 
-def test_the_environment_beats_the_projects_dotenv_and_an_empty_variable_keeps_it_out(project, tmp_path, server):
+def test_the_environment_beats_the_projects_dotenv_and_an_empty_variable_keeps_it_out(
+    project, tmp_path, server
+):
     (project / ".env").write_text("AGENT_MODEL=from-the-file\n")
     server.add(reply("a"), reply("b"), reply("c"))
     start(project, tmp_path, "--base-url", server.url, "go")
@@ -172,7 +198,9 @@ def test_the_environment_beats_the_projects_dotenv_and_an_empty_variable_keeps_i
     assert models == ["from-the-file", "from-the-environment", "deepseek-flash"]
 
 
-def test_the_key_from_the_projects_dotenv_is_blanked_in_what_a_tool_shows(project, tmp_path, server):
+def test_the_key_from_the_projects_dotenv_is_blanked_in_what_a_tool_shows(
+    project, tmp_path, server
+):
     (project / ".env").write_text(f"AGENT_API_KEY={KEY}\nAGENT_BASE_URL={server.url}\n")
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "leak.txt").write_text(f"the key is {KEY}\n")
@@ -195,7 +223,11 @@ def test_a_key_sent_over_plain_http_to_another_host_is_warned_about(agent, serve
 @pytest.mark.parametrize("value", ["0.5", "inf", "12"])
 def test_a_max_output_too_small_or_infinite_is_a_bad_setting(agent, value):
     result = agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_MAX_OUTPUT=value))
-    assert result.returncode == 2 and "AGENT_MAX_OUTPUT" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "AGENT_MAX_OUTPUT" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_an_empty_reply_exits_3_from_the_command_line(agent, server):
@@ -216,7 +248,9 @@ def test_agent_timeout_is_read_from_the_environment(agent, server):
     assert agent("go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TIMEOUT="never")).returncode == 2
 
 
-def test_an_answer_the_console_cannot_encode_is_printed_with_replacements_and_exits_0(agent, server):
+def test_an_answer_the_console_cannot_encode_is_printed_with_replacements_and_exits_0(
+    agent, server
+):
     # A Windows console's code page cannot encode every character; main() reconfigures stdout to replace them.
     server.add(reply("caf\N{LATIN SMALL LETTER E WITH ACUTE} \N{CHECK MARK}"))
     result = agent("go", env=clean_env(AGENT_API_KEY=KEY, PYTHONIOENCODING="ascii"))

@@ -8,7 +8,9 @@ ESC = "\x1b"
 
 @posix_only
 def test_with_yes_a_shell_command_runs_in_the_workspace(loop, server):
-    server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok"))
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": "echo hi > ran && cat ran"})]), reply("ok")
+    )
     loop("touch", yes=True)
     assert (loop.workdir / "ran").exists()
     assert server.messages(1)[-1]["content"] == "hi\n"

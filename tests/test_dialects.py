@@ -11,7 +11,7 @@ import json
 import pytest
 from scripted_server import Stream, reply
 
-import dialects
+from realworld import dialects
 
 KNOWN = ("read_file", "write_file", "run_shell")
 READ = ("read_file", {"path": "a.txt"})
@@ -71,10 +71,14 @@ SHAPES = [
     # Mistral through vLLM's mistral tokenizer, which keeps [TOOL_CALLS] and drops [ARGS] (vllm/tokenizers/mistral.py).
     pytest.param('[TOOL_CALLS]read_file{"path": "a.txt"}', [READ], id="mistral-vllm-tokenizer"),
     # Mistral with every control token stripped (skip_special_tokens): a bare list (mistral_tool_parser.py).
-    pytest.param('[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="mistral-stripped"),
+    pytest.param(
+        '[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="mistral-stripped"
+    ),
     # Llama 3.x: Meta's templates ask for {"name": ..., "parameters": ...}; vLLM llama_tool_parser.py, llama.cpp
     # common_chat_parse_llama_3_1 (the optional "type": "function"), calls separated by "; ".
-    pytest.param('{"name": "read_file", "parameters": {"path": "a.txt"}}', [READ], id="llama-3-json"),
+    pytest.param(
+        '{"name": "read_file", "parameters": {"path": "a.txt"}}', [READ], id="llama-3-json"
+    ),
     pytest.param(
         '<|python_tag|>{"type": "function", "name": "read_file", "parameters": {"path": "a.txt"}}; '
         '{"name": "run_shell", "parameters": {"command": "echo hi"}}',
@@ -82,10 +86,18 @@ SHAPES = [
         id="llama-3-python-tag-two",
     ),
     # Small Llamas encode the parameters twice.
-    pytest.param('{"name": "read_file", "parameters": "{\\"path\\": \\"a.txt\\"}"}', [READ], id="llama-3-twice"),
+    pytest.param(
+        '{"name": "read_file", "parameters": "{\\"path\\": \\"a.txt\\"}"}',
+        [READ],
+        id="llama-3-twice",
+    ),
     # Llama 3.2 and 4 pythonic: vLLM pythonic_tool_parser.py, llama4_pythonic_tool_parser.py (<|python_start|>).
-    pytest.param("[read_file(path='a.txt'), run_shell(command=\"echo hi\")]", [READ, SHELL], id="pythonic"),
-    pytest.param('<|python_start|>[read_file(path="a.txt")]<|python_end|>', [READ], id="llama-4-pythonic"),
+    pytest.param(
+        "[read_file(path='a.txt'), run_shell(command=\"echo hi\")]", [READ, SHELL], id="pythonic"
+    ),
+    pytest.param(
+        '<|python_start|>[read_file(path="a.txt")]<|python_end|>', [READ], id="llama-4-pythonic"
+    ),
     # gpt-oss harmony: openai/harmony docs/format.md (recipient in the channel, then in the role); llama.cpp
     # common_chat_parse_gpt_oss.
     pytest.param(
@@ -143,13 +155,27 @@ SHAPES = [
         id="minimax-m2",
     ),
     # Hermes and Qwen: vLLM hermes_tool_parser.py, whose regex also takes an unclosed <tool_call> at the end.
-    pytest.param('Sure.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}', [READ], id="hermes-open"),
+    pytest.param(
+        'Sure.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}',
+        [READ],
+        id="hermes-open",
+    ),
     # Granite 3.1: vLLM granite_tool_parser.py, a list after <tool_call>.
-    pytest.param('<tool_call>[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="granite-3.1"),
+    pytest.param(
+        '<tool_call>[{"name": "read_file", "arguments": {"path": "a.txt"}}]',
+        [READ],
+        id="granite-3.1",
+    ),
     # Qwen3-Coder: vLLM qwen3coder_tool_parser.py, also without its <tool_call> wrapper.
-    pytest.param("<function=read_file>\n<parameter=path>\na.txt\n</parameter>\n</function>", [READ], id="qwen3-coder"),
+    pytest.param(
+        "<function=read_file>\n<parameter=path>\na.txt\n</parameter>\n</function>",
+        [READ],
+        id="qwen3-coder",
+    ),
     # Llama 3.1's custom-tool format, in Meta's prompt-format documents: <function=NAME>{json}</function>.
-    pytest.param('<function=read_file>{"path": "a.txt"}</function>', [READ], id="llama-3.1-function-tag"),
+    pytest.param(
+        '<function=read_file>{"path": "a.txt"}</function>', [READ], id="llama-3.1-function-tag"
+    ),
     # Thinking first, then the call: Qwen3 and Kimi K2 Thinking without a reasoning parser.
     pytest.param(
         '<think>The file first.</think>\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n'
@@ -173,7 +199,10 @@ SHAPES = [
 
 
 def calls_of(message: dict) -> list:
-    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls", [])]
+    return [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in message.get("tool_calls", [])
+    ]
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
@@ -223,76 +252,149 @@ def test_a_quoted_call_in_a_reply_is_the_answer_and_runs_nothing(loop, server):
 # Members no test above names, found by a fresh reader trying each family (with where the shape comes from).
 MORE = [
     # Real leaks after a line that ends in a colon: GLM-4.5-Air on ik_llama.cpp (ikawrakow/ik_llama.cpp#753), Qwen.
-    pytest.param("Let me look: <tool_call>read_file <arg_key>path</arg_key> <arg_value>a.txt</arg_value> </tool_call>",
-                 [READ], id="glm-after-let-me-look"),
-    pytest.param('Let me read the file:\n\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n'
-                 "</tool_call>", [READ], id="hermes-after-a-colon"),
-    pytest.param('I\'ll check:[TOOL_CALLS]read_file[ARGS]{"path": "a.txt"}', [READ], id="mistral-after-a-colon"),
+    pytest.param(
+        "Let me look: <tool_call>read_file <arg_key>path</arg_key> <arg_value>a.txt</arg_value> </tool_call>",
+        [READ],
+        id="glm-after-let-me-look",
+    ),
+    pytest.param(
+        'Let me read the file:\n\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n'
+        "</tool_call>",
+        [READ],
+        id="hermes-after-a-colon",
+    ),
+    pytest.param(
+        'I\'ll check:[TOOL_CALLS]read_file[ARGS]{"path": "a.txt"}',
+        [READ],
+        id="mistral-after-a-colon",
+    ),
     # OLMo 3: vLLM olmo3_tool_parser.py, one pythonic call a line inside <function_calls>, JSON's true/false/null.
-    pytest.param("<function_calls>\nread_file(path='a.txt')\nrun_shell(command=\"echo hi\")\n</function_calls>",
-                 [READ, SHELL], id="olmo-3"),
+    pytest.param(
+        "<function_calls>\nread_file(path='a.txt')\nrun_shell(command=\"echo hi\")\n</function_calls>",
+        [READ, SHELL],
+        id="olmo-3",
+    ),
     # Llama's <|python_tag|> and Phi-4-mini's functools after some prose.
-    pytest.param('I will read it.<|python_tag|>{"name": "read_file", "parameters": {"path": "a.txt"}}', [READ],
-                 id="python-tag-after-prose"),
-    pytest.param('Sure. functools[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="phi-4-mini"),
+    pytest.param(
+        'I will read it.<|python_tag|>{"name": "read_file", "parameters": {"path": "a.txt"}}',
+        [READ],
+        id="python-tag-after-prose",
+    ),
+    pytest.param(
+        'Sure. functools[{"name": "read_file", "arguments": {"path": "a.txt"}}]',
+        [READ],
+        id="phi-4-mini",
+    ),
     # Kimi: <| inside a JSON string, and arguments encoded twice; Mistral v11 arguments encoded twice.
-    pytest.param('<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>'
-                 '{"path": "a.txt", "content": "a <|im_end|> b"}<|tool_call_end|><|tool_calls_section_end|>',
-                 [("write_file", {"path": "a.txt", "content": "a <|im_end|> b"})], id="kimi-token-in-a-string"),
-    pytest.param('<|tool_calls_section_begin|><|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>'
-                 '"{\\"path\\": \\"a.txt\\"}"<|tool_call_end|><|tool_calls_section_end|>', [READ], id="kimi-twice"),
-    pytest.param('[TOOL_CALLS]read_file[ARGS]"{\\"path\\": \\"a.txt\\"}"', [READ], id="mistral-twice"),
+    pytest.param(
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0<|tool_call_argument_begin|>"
+        '{"path": "a.txt", "content": "a <|im_end|> b"}<|tool_call_end|><|tool_calls_section_end|>',
+        [("write_file", {"path": "a.txt", "content": "a <|im_end|> b"})],
+        id="kimi-token-in-a-string",
+    ),
+    pytest.param(
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>"
+        '"{\\"path\\": \\"a.txt\\"}"<|tool_call_end|><|tool_calls_section_end|>',
+        [READ],
+        id="kimi-twice",
+    ),
+    pytest.param(
+        '[TOOL_CALLS]read_file[ARGS]"{\\"path\\": \\"a.txt\\"}"', [READ], id="mistral-twice"
+    ),
     # Qwen3-Coder without </parameter>: vLLM qwen3coder_tool_parser.py ends it at </function> or the next one.
-    pytest.param("<tool_call>\n<function=read_file>\n<parameter=path>\na.txt\n</function>\n</tool_call>", [READ],
-                 id="qwen3-coder-no-parameter-end"),
+    pytest.param(
+        "<tool_call>\n<function=read_file>\n<parameter=path>\na.txt\n</function>\n</tool_call>",
+        [READ],
+        id="qwen3-coder-no-parameter-end",
+    ),
     # Hermes: a closing tag inside a value is the value's (read as JSON).
-    pytest.param('<tool_call>\n{"name": "write_file", "arguments": {"path": "a.md", "content": "</tool_call>"}}\n'
-                 "</tool_call>", [("write_file", {"path": "a.md", "content": "</tool_call>"})],
-                 id="hermes-tag-in-a-value"),
+    pytest.param(
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.md", "content": "</tool_call>"}}\n'
+        "</tool_call>",
+        [("write_file", {"path": "a.md", "content": "</tool_call>"})],
+        id="hermes-tag-in-a-value",
+    ),
     # MiniMax's attributes in single quotes: vLLM minimax_m2_tool_parser.py _extract_name strips both quotes.
-    pytest.param("<minimax:tool_call>\n<invoke name='read_file'>\n<parameter name='path'>a.txt</parameter>\n</invoke>"
-                 "\n</minimax:tool_call>", [READ], id="minimax-single-quotes"),
+    pytest.param(
+        "<minimax:tool_call>\n<invoke name='read_file'>\n<parameter name='path'>a.txt</parameter>\n</invoke>"
+        "\n</minimax:tool_call>",
+        [READ],
+        id="minimax-single-quotes",
+    ),
     # GLM's stop token after the call, and a literal \n after the name.
-    pytest.param("<tool_call>read_file<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call><|observation|>",
-                 [READ], id="glm-observation"),
-    pytest.param("<tool_call>read_file\\n<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call>", [READ],
-                 id="glm-literal-backslash-n"),
+    pytest.param(
+        "<tool_call>read_file<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call><|observation|>",
+        [READ],
+        id="glm-observation",
+    ),
+    pytest.param(
+        "<tool_call>read_file\\n<arg_key>path</arg_key><arg_value>a.txt</arg_value></tool_call>",
+        [READ],
+        id="glm-literal-backslash-n",
+    ),
     # DeepSeek V3.1 with its end token left out; Granite 3.0's <|tool_call|> (vLLM granite_tool_parser.py).
-    pytest.param(f'{DS["begin"]}read_file{DS["sep"]}{{"path": "a.txt"}}<｜end▁of▁sentence｜>', [READ],
-                 id="deepseek-v3.1-no-call-end"),
-    pytest.param('<|tool_call|>[{"name": "read_file", "arguments": {"path": "a.txt"}}]', [READ], id="granite-3.0"),
+    pytest.param(
+        f'{DS["begin"]}read_file{DS["sep"]}{{"path": "a.txt"}}<｜end▁of▁sentence｜>',
+        [READ],
+        id="deepseek-v3.1-no-call-end",
+    ),
+    pytest.param(
+        '<|tool_call|>[{"name": "read_file", "arguments": {"path": "a.txt"}}]',
+        [READ],
+        id="granite-3.0",
+    ),
     # Reasoning with a code fence in it, closed by a bare </think>, then a call.
-    pytest.param('Plan:\n```python\nx = 1\n```\n</think>\n<tool_call>\n{"name": "read_file", "arguments": '
-                 '{"path": "a.txt"}}\n</tool_call>', [READ], id="fenced-reasoning-then-call"),
-]  # fmt: skip
+    pytest.param(
+        'Plan:\n```python\nx = 1\n```\n</think>\n<tool_call>\n{"name": "read_file", "arguments": '
+        '{"path": "a.txt"}}\n</tool_call>',
+        [READ],
+        id="fenced-reasoning-then-call",
+    ),
+]
 
 NOT_CALLS = [
     # An unclosed block followed by prose is quoted, whichever reader reads it.
-    pytest.param("Qwen3-Coder writes <function=run_shell><parameter=command>rm -rf build</parameter> and then closes "
-                 "the function tag.", id="qwen3-coder-open-then-prose"),
-    pytest.param("<tool_call>run_shell<arg_key>command</arg_key><arg_value>rm -rf build</arg_value> is how GLM writes.",
-                 id="glm-open-then-prose"),
-    pytest.param('<minimax:tool_call><invoke name="run_shell"><parameter name="command">rm -rf build</parameter>'
-                 "</invoke> is the format.", id="minimax-open-then-prose"),
-    pytest.param("In Qwen3-Coder, a call looks like <function=read_file> then parameters.", id="function-then-words"),
+    pytest.param(
+        "Qwen3-Coder writes <function=run_shell><parameter=command>rm -rf build</parameter> and then closes "
+        "the function tag.",
+        id="qwen3-coder-open-then-prose",
+    ),
+    pytest.param(
+        "<tool_call>run_shell<arg_key>command</arg_key><arg_value>rm -rf build</arg_value> is how GLM writes.",
+        id="glm-open-then-prose",
+    ),
+    pytest.param(
+        '<minimax:tool_call><invoke name="run_shell"><parameter name="command">rm -rf build</parameter>'
+        "</invoke> is the format.",
+        id="minimax-open-then-prose",
+    ),
+    pytest.param(
+        "In Qwen3-Coder, a call looks like <function=read_file> then parameters.",
+        id="function-then-words",
+    ),
     # A JSON answer that names a tool but carries no arguments, or a schema ("show me the tool").
     pytest.param('{"name": "run_shell", "description": "Runs a command"}', id="json-description"),
-    pytest.param('{"name": "run_shell", "parameters": {"type": "object", "properties": {"command": {"type": '
-                 '"string"}}}}', id="json-schema"),
+    pytest.param(
+        '{"name": "run_shell", "parameters": {"type": "object", "properties": {"command": {"type": '
+        '"string"}}}}',
+        id="json-schema",
+    ),
     pytest.param('{"name": "Alice", "age": 3}', id="json-person"),
     pytest.param("[print(x) for x in y]", id="python-comprehension"),
     # Values JSON cannot hold, and a Kimi call cut off by the next one's token.
     pytest.param("[read_file(path={1, 2})]", id="pythonic-set"),
     pytest.param("[read_file(path={[1]: 2})]", id="pythonic-unhashable"),
-    pytest.param('<|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>{"path": "a"<|tool_call_begin|>',
-                 id="kimi-cut-off-by-the-next-call"),
+    pytest.param(
+        '<|tool_call_begin|>functions.read_file:0<|tool_call_argument_begin|>{"path": "a"<|tool_call_begin|>',
+        id="kimi-cut-off-by-the-next-call",
+    ),
     # Thousands of unclosed openers, as a model stuck in a loop writes them: read in one pass, no call.
     pytest.param("<minimax:tool_call>" + '<invoke name="a">' * 30000, id="minimax-loop"),
     pytest.param("<tool_call>x" + "<arg_key>a</arg_key>" * 30000, id="glm-loop"),
     pytest.param("<｜DSML｜function_calls>" + '<｜DSML｜invoke name="a">' * 30000, id="dsml-loop"),
     pytest.param("<tool_call>read_file\n<arg_key>path</arg_key>\n" * 2000, id="glm-call-loop"),
     pytest.param("hello " * 1000 + "<tool_call>x " * 80000, id="many-openers"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("text", "calls"), MORE)
@@ -309,10 +411,16 @@ def test_what_only_looks_like_a_call_is_no_call(text):
 @pytest.mark.parametrize(
     ("text", "answer"),
     [
-        ("Use the </think> tag to end reasoning.", "Use the </think> tag to end reasoning."),  # quoted in prose
+        (
+            "Use the </think> tag to end reasoning.",
+            "Use the </think> tag to end reasoning.",
+        ),  # quoted in prose
         ("Write `</think>` to close.", "Write `</think>` to close."),  # in inline code
         ("Let me write:\n```\nx\n```\n</think>\nHello", "\nHello"),  # reasoning with a fence in it
-        ("<|START_THINKING|>x<|END_THINKING|><|START_RESPONSE|>Hello<|END_RESPONSE|>", "Hello"),  # Command A
+        (
+            "<|START_THINKING|>x<|END_THINKING|><|START_RESPONSE|>Hello<|END_RESPONSE|>",
+            "Hello",
+        ),  # Command A
     ],
     ids=["think-tag-in-prose", "think-tag-in-code", "fenced-reasoning", "command-a"],
 )
@@ -322,7 +430,9 @@ def test_thinking_ends_only_where_it_really_ends(text, answer):
 
 def test_a_call_to_an_unknown_tool_or_with_unreadable_arguments_is_an_answer(loop, server):
     server.add(reply('[TOOL_CALLS]delete_everything[ARGS]{"all": true}'))
-    server.add(reply("<tool_call>read_file<arg_key>path</arg_key><arg_value>a.txt</tool_call> and more"))
+    server.add(
+        reply("<tool_call>read_file<arg_key>path</arg_key><arg_value>a.txt</tool_call> and more")
+    )
     assert loop("go").status == loop("go").status == "answered"
     assert len(server.requests) == 2
 
@@ -332,7 +442,9 @@ def test_a_call_to_an_unknown_tool_or_with_unreadable_arguments_is_an_answer(loo
 # analysis channel (openai/harmony docs/format.md).
 THINKING = [
     pytest.param("<think>\nThe user wants a greeting.\n</think>\n\nHello!", id="qwen3"),
-    pytest.param("The user wants a greeting. I'll say hello.\n</think>\n\nHello!", id="r1-distill-bare-close"),
+    pytest.param(
+        "The user wants a greeting. I'll say hello.\n</think>\n\nHello!", id="r1-distill-bare-close"
+    ),
     pytest.param("[THINK]The user wants a greeting.[/THINK]Hello!", id="magistral"),
     pytest.param(
         "<|channel|>analysis<|message|>The user wants a greeting.<|end|><|start|>assistant<|channel|>final"
@@ -350,7 +462,9 @@ def test_thinking_is_progress_and_never_the_answer(loop, server, text, streamed)
     result = loop("hi", stream=streamed)
     assert (result.status, result.text, result.stdout) == ("answered", "Hello!", "")
     assert "thinking: The user wants a greeting." in result.stderr
-    assert server.requests and result.events()[-2]["message"]["content"] == text  # sent back as it came
+    assert (
+        server.requests and result.events()[-2]["message"]["content"] == text
+    )  # sent back as it came
 
 
 def test_a_reply_that_is_all_thinking_is_an_empty_answer_quoting_its_end(loop, server):
@@ -360,7 +474,9 @@ def test_a_reply_that_is_all_thinking_is_an_empty_answer_quoting_its_end(loop, s
 
 
 def test_a_call_inside_the_thinking_is_not_run_and_one_after_it_is(loop, server):
-    inside = '<tool_call>{"name": "run_shell", "arguments": {"command": "touch INSIDE"}}</tool_call>'
+    inside = (
+        '<tool_call>{"name": "run_shell", "arguments": {"command": "touch INSIDE"}}</tool_call>'
+    )
     after = '<tool_call>{"name": "write_file", "arguments": {"path": "after.txt", "content": "x"}}</tool_call>'
     server.add(reply(f"<think>Maybe {inside} first.</think>\n{after}"), reply("done"))
     result = loop("go", yes=True)
@@ -409,5 +525,16 @@ def test_every_family_in_the_table_names_its_source_and_is_tested():
     tested = " ".join(p.id for p in SHAPES)
     for family, source, _opening, _reader in dialects.FAMILIES:
         assert family and ("vLLM" in source or "llama.cpp" in source or "API" in source)
-    for word in ("kimi", "glm", "mistral", "llama", "pythonic", "gpt-oss", "deepseek", "minimax", "hermes", "qwen3"):
+    for word in (
+        "kimi",
+        "glm",
+        "mistral",
+        "llama",
+        "pythonic",
+        "gpt-oss",
+        "deepseek",
+        "minimax",
+        "hermes",
+        "qwen3",
+    ):
         assert word in tested

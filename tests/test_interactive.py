@@ -38,7 +38,11 @@ def test_interactive_mode_keeps_one_conversation_until_exit(agent, server):
     result = agent(terminal="first task\n\nsecond task\nexit\n")
     assert result.returncode == 0
     assert result.stdout == "first answer\nsecond answer\n"
-    assert [m["content"] for m in server.messages(1)[1:]] == ["first task", "first answer", "second task"]
+    assert [m["content"] for m in server.messages(1)[1:]] == [
+        "first task",
+        "first answer",
+        "second task",
+    ]
     assert len(server.requests) == 2
 
 
@@ -65,7 +69,10 @@ def test_ctrl_c_in_interactive_mode_interrupts_the_turn_and_returns_to_the_promp
     os.close(terminal)
     assert process.returncode == 0, stderr
     assert stdout == "after the interrupt\n"
-    assert [e["status"] for e in events_of(transcript) if e["type"] == "turn/end"] == ["interrupted", "answered"]
+    assert [e["status"] for e in events_of(transcript) if e["type"] == "turn/end"] == [
+        "interrupted",
+        "answered",
+    ]
 
 
 @posix_only
@@ -85,7 +92,9 @@ def test_ctrl_c_at_the_prompt_gives_a_new_prompt_and_the_session_goes_on(agent, 
 
 @posix_only
 @pytest.mark.parametrize(("name", "status"), [("SIGTERM", 143), ("SIGHUP", 129)])
-def test_sigterm_and_sighup_during_a_session_end_the_turn_and_exit_128_plus_n(agent, server, name, status):
+def test_sigterm_and_sighup_during_a_session_end_the_turn_and_exit_128_plus_n(
+    agent, server, name, status
+):
     hang = Hang()
     server.add(reply("first answer"), hang)
     process, terminal, transcript = at_a_terminal(agent)
@@ -98,4 +107,6 @@ def test_sigterm_and_sighup_during_a_session_end_the_turn_and_exit_128_plus_n(ag
     assert "Traceback" not in stderr
     events = events_of(transcript)
     assert [e["status"] for e in events if e["type"] == "turn/end"] == ["answered", "interrupted"]
-    assert events[-1]["type"] == "turn/end" and len(server.requests) == 2  # the next task never began
+    assert (
+        events[-1]["type"] == "turn/end" and len(server.requests) == 2
+    )  # the next task never began

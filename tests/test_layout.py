@@ -15,12 +15,20 @@ def python(code_or_args, cwd, **env) -> subprocess.CompletedProcess:
     """A fresh interpreter; code_or_args is code for -c, or a list of arguments."""
     args = ["-c", code_or_args] if isinstance(code_or_args, str) else code_or_args
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=clean_env(**env), capture_output=True, text=True, timeout=120
+        [sys.executable, *args],
+        cwd=cwd,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 def test_run_can_be_called_from_a_fresh_interpreter_with_a_client(server, tmp_path):
-    server.add(reply(tool_calls=[call("write_file", {"path": "hi.txt", "content": "hi"})]), reply("wrote hi.txt"))
+    server.add(
+        reply(tool_calls=[call("write_file", {"path": "hi.txt", "content": "hi"})]),
+        reply("wrote hi.txt"),
+    )
     code = (
         "import agent, openai\n"
         f"client = openai.OpenAI(base_url={server.url!r}, api_key='none')\n"
@@ -35,7 +43,8 @@ def test_run_can_be_called_from_a_fresh_interpreter_with_a_client(server, tmp_pa
 
 def test_run_returns_why_it_stopped_with_the_transcripts_status(loop, server):
     server.add(
-        reply(tool_calls=[call("read_file", {"path": "a"})]), reply(tool_calls=[call("read_file", {"path": "b"})])
+        reply(tool_calls=[call("read_file", {"path": "a"})]),
+        reply(tool_calls=[call("read_file", {"path": "b"})]),
     )
     result = loop("go", max_steps=2)
     assert (result.status, result.events()[-1]["status"]) == ("max_steps", "max_steps")
@@ -45,10 +54,14 @@ def test_run_returns_why_it_stopped_with_the_transcripts_status(loop, server):
 def test_no_module_global_is_rebound_by_a_run(loop, server):
     import agent
 
-    before = {name: value for module in (agent, tools, config) for name, value in vars(module).items()}
+    before = {
+        name: value for module in (agent, tools, config) for name, value in vars(module).items()
+    }
     server.add(reply(tool_calls=[call("read_file", {"path": "a"})]), reply("done"))
     loop("go", yes=True, stream=False, max_steps=3)
-    after = {name: value for module in (agent, tools, config) for name, value in vars(module).items()}
+    after = {
+        name: value for module in (agent, tools, config) for name, value in vars(module).items()
+    }
     assert [name for name in before if after[name] is not before[name]] == []
 
 
@@ -63,11 +76,15 @@ def test_what_needs_no_model_never_imports_the_sdk(args):
     code += "try:\n    runpy.run_path('agent.py', run_name='__main__')\n"
     code += "except SystemExit as e:\n    print('exit', e.code, 'openai' in sys.modules, file=sys.stderr)\n"
     done = python(code, ROOT, AGENT_BASE_URL="https://api.deepseek.com")
-    assert done.stderr.splitlines()[-1] == f"exit {0 if args[0] in ('--help', '--show') else 2} False"
+    assert (
+        done.stderr.splitlines()[-1] == f"exit {0 if args[0] in ('--help', '--show') else 2} False"
+    )
 
 
 def test_installing_puts_no_config_or_tools_module_on_the_import_path(tmp_path):
-    done = python("import importlib.util as u; print(u.find_spec('config'), u.find_spec('tools'))", tmp_path)
+    done = python(
+        "import importlib.util as u; print(u.find_spec('config'), u.find_spec('tools'))", tmp_path
+    )
     assert done.stdout == "None None\n"
 
 
@@ -76,4 +93,7 @@ def test_a_bad_setting_raises_config_error_and_the_command_line_says_it_in_one_l
     with pytest.raises(config.ConfigError, match="AGENT_TIMEOUT='soon'"):
         config.parse_options(["go"])
     done = python([str(AGENT), "go"], ROOT, AGENT_TIMEOUT="soon")
-    assert (done.returncode, done.stderr) == (2, "agent: AGENT_TIMEOUT='soon' must be a positive number\n")
+    assert (done.returncode, done.stderr) == (
+        2,
+        "agent: AGENT_TIMEOUT='soon' must be a positive number\n",
+    )

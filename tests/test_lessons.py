@@ -11,7 +11,9 @@ from conftest import AGENT, LESSON, ROOT, clean_env, events_of, posix_only, run_
 
 
 def test_the_lesson_replays_end_to_end_without_a_key(tmp_path):
-    done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "--transcript", str(tmp_path / "t.jsonl"))
+    done = run_offline(
+        tmp_path, "--replay", str(LESSON), "--yes", "--transcript", str(tmp_path / "t.jsonl")
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "work" / "tool_demo.py").read_text() == "print(17 * 23)\n"
     results = [e for e in events_of(tmp_path / "t.jsonl") if e["type"] == "tool/result"]
@@ -33,7 +35,14 @@ README_ZH = (ROOT / "README.zh.md").read_text(encoding="utf-8")
 def replay(tmp_path, lesson, terminal: str | None = None):
     """Replay a lesson with --yes, or on a pseudo-terminal where a person types terminal."""
     transcript = tmp_path / "t.jsonl"
-    command = [sys.executable, str(AGENT), "--replay", str(lesson), "--workdir", str(tmp_path / "work")]
+    command = [
+        sys.executable,
+        str(AGENT),
+        "--replay",
+        str(lesson),
+        "--workdir",
+        str(tmp_path / "work"),
+    ]
     command += ["--transcript", str(transcript)] + ([] if terminal else ["--yes"])
     stdin = subprocess.DEVNULL
     if terminal:
@@ -42,7 +51,13 @@ def replay(tmp_path, lesson, terminal: str | None = None):
         held, stdin = pty.openpty()
         os.write(held, terminal.encode())
     done = subprocess.run(
-        command, cwd=tmp_path, env=clean_env(), stdin=stdin, capture_output=True, text=True, timeout=120
+        command,
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if terminal:
         os.close(stdin)
@@ -64,7 +79,9 @@ def test_every_lesson_is_in_both_tables_and_says_what_it_teaches():
         assert f"Lesson {int(number)}:" in first["note"] and "by hand" in first["note"]
         for readme in (README, README_ZH):
             row = rf"^\| {number} \|.*`python agent.py --replay examples/{lesson.name}`"
-            assert re.search(row, readme, re.M), f"{lesson.name} needs a row in README.md and README.zh.md"
+            assert re.search(row, readme, re.M), (
+                f"{lesson.name} needs a row in README.md and README.zh.md"
+            )
 
 
 def test_lesson_01_the_basic_loop(tmp_path):
@@ -85,7 +102,11 @@ def test_lesson_02_a_tool_error_is_a_result_and_the_model_corrects(tmp_path):
 
 @posix_only
 def test_lesson_03_a_declined_command_and_its_reason_reach_the_model(tmp_path):
-    done, events = replay(tmp_path, ROOT / "examples" / "lesson-03.jsonl", "n no installs, plain Python is enough\ny\n")
+    done, events = replay(
+        tmp_path,
+        ROOT / "examples" / "lesson-03.jsonl",
+        "n no installs, plain Python is enough\ny\n",
+    )
     assert done.returncode == 0 and "604800" in done.stdout
     assert results(events) == [
         ("run_shell", "error: declined by the user: no installs, plain Python is enough", False),
@@ -125,4 +146,7 @@ def test_lesson_07_a_tool_call_written_as_text_is_recovered(tmp_path):
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
 def test_every_lesson_has_its_own_test(lesson):
-    assert f"def test_lesson_{lesson.stem.split('-')[1]}_" in (ROOT / "tests" / "test_lessons.py").read_text()
+    assert (
+        f"def test_lesson_{lesson.stem.split('-')[1]}_"
+        in (ROOT / "tests" / "test_lessons.py").read_text()
+    )

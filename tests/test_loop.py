@@ -9,7 +9,7 @@ import pytest
 from conftest import tool_messages
 from scripted_server import Stream, call, reply
 
-import servers
+from realworld import replies
 
 
 def test_a_non_function_tool_call_is_answered_not_fatal(loop, server):
@@ -46,15 +46,23 @@ def test_a_streamed_run_equals_the_same_run_not_streamed(loop, server, same_inde
     plain = loop("go")
     server.add(*[Stream(r, size=3, same_index=same_index) for r in scripted_replies()])
     streamed = loop("go", stream=True)
-    assert (streamed.status, streamed.text) == (plain.status, plain.text) == ("answered", "All done, à bientôt.")
+    assert (
+        (streamed.status, streamed.text)
+        == (plain.status, plain.text)
+        == ("answered", "All done, à bientôt.")
+    )
     assert without_timing(streamed.events()) == without_timing(plain.events())
-    assert [r["body"]["messages"] for r in server.requests[3:]] == [r["body"]["messages"] for r in server.requests[:3]]
+    assert [r["body"]["messages"] for r in server.requests[3:]] == [
+        r["body"]["messages"] for r in server.requests[:3]
+    ]
     assert server.requests[3]["body"]["stream"] is True
     assert server.requests[3]["body"]["stream_options"] == {"include_usage": True}
 
 
 def test_a_stream_that_ends_without_finish_reason_is_cut_off(loop, server):
-    server.add(Stream(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})]), cut=True))
+    server.add(
+        Stream(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})]), cut=True)
+    )
     result = loop("go", stream=True)
     assert result.status == "incomplete_stream"
     assert not (loop.workdir / "a").exists()
@@ -80,18 +88,29 @@ def test_request_carries_model_tools_system_prompt_and_task(loop, server):
     loop("say ok")
     body = server.requests[0]["body"]
     assert body["model"] == "test-model"
-    assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "write_file", "run_shell"]
+    assert [t["function"]["name"] for t in body["tools"]] == [
+        "read_file",
+        "write_file",
+        "run_shell",
+    ]
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert body["messages"][1]["content"] == "say ok"
 
 
 def test_tool_call_runs_and_its_result_goes_back_with_the_call_id(loop, server):
-    server.add(reply(tool_calls=[call("write_file", {"path": "a.txt", "content": "hi"}, id="call_1")]), reply("done"))
+    server.add(
+        reply(tool_calls=[call("write_file", {"path": "a.txt", "content": "hi"}, id="call_1")]),
+        reply("done"),
+    )
     result = loop("write a.txt")
     assert result.status == "answered"
     assert (loop.workdir / "a.txt").read_text() == "hi"
     tool = server.messages(1)[-1]
-    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "wrote 2 characters to a.txt"}
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "wrote 2 characters to a.txt",
+    }
 
 
 def test_assistant_message_is_sent_back_explicitly_with_string_content(loop, server):
@@ -103,7 +122,11 @@ def test_assistant_message_is_sent_back_explicitly_with_string_content(loop, ser
         "role": "assistant",
         "content": "",
         "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x"}'}}
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "x"}'},
+            }
         ],
     }
 
@@ -118,7 +141,9 @@ def test_missing_type_is_filled_in(loop, server):
 def test_reasoning_content_is_passed_back(loop, server):
     # Rule 2: DeepSeek's thinking mode needs it on later requests.
     server.add(
-        reply(None, tool_calls=[call("read_file", {"path": "x"})], reasoning_content="I should look."),
+        reply(
+            None, tool_calls=[call("read_file", {"path": "x"})], reasoning_content="I should look."
+        ),
         reply(None, tool_calls=[call("read_file", {"path": "y"})], reasoning_content=None),
         reply("done"),
     )
@@ -156,9 +181,19 @@ def test_missing_empty_and_repeated_ids_get_fresh_unique_ids(loop, server):
 
 
 def test_object_arguments_become_a_string_and_blank_arguments_become_empty_object(loop, server):
-    raw_object = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": {"path": "a"}}}
+    raw_object = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": {"path": "a"}},
+    }
     server.add(
-        reply(tool_calls=[raw_object, call("run_shell", "  ", id="c2"), call("run_shell", None, id="c3")]),
+        reply(
+            tool_calls=[
+                raw_object,
+                call("run_shell", "  ", id="c2"),
+                call("run_shell", None, id="c3"),
+            ]
+        ),
         reply("done"),
     )
     loop("go")
@@ -188,7 +223,11 @@ def test_every_call_gets_one_tool_message_in_order_right_after_the_assistant_mes
 
 def test_cut_off_reply_runs_no_tool_and_ends_the_turn_as_length(loop, server):
     # Rule 5: the arguments of a reply cut off by max_tokens may be incomplete.
-    server.add(reply(tool_calls=[call("write_file", {"path": "a", "content": "x"})], finish_reason="length"))
+    server.add(
+        reply(
+            tool_calls=[call("write_file", {"path": "a", "content": "x"})], finish_reason="length"
+        )
+    )
     result = loop("write")
     assert result.status == "length"
     assert not (loop.workdir / "a").exists()
@@ -224,7 +263,9 @@ def test_invalid_json_arguments_are_told_to_the_model(loop, server):
 
 
 def test_arguments_that_are_not_an_object_are_told_to_the_model(loop, server):
-    assert "must be a JSON object, not list" in run_one_call(loop, server, call("read_file", "[1, 2]"))
+    assert "must be a JSON object, not list" in run_one_call(
+        loop, server, call("read_file", "[1, 2]")
+    )
 
 
 def test_arguments_encoded_twice_are_accepted(loop, server):
@@ -234,7 +275,10 @@ def test_arguments_encoded_twice_are_accepted(loop, server):
 
 def test_unknown_tool_lists_the_valid_names(loop, server):
     content = run_one_call(loop, server, call("delete_everything", {}))
-    assert content == "error: unknown tool 'delete_everything'; the tools are read_file, write_file, run_shell"
+    assert (
+        content
+        == "error: unknown tool 'delete_everything'; the tools are read_file, write_file, run_shell"
+    )
 
 
 def test_missing_and_unexpected_parameters_name_the_expected_ones(loop, server):
@@ -265,18 +309,26 @@ def test_history_is_append_only_and_tools_never_change(loop, server):
 
 def test_token_usage_per_step_and_total_with_cached_tokens(loop, server):
     # Rule 9: DeepSeek and OpenAI report cached prompt tokens under different names.
-    deepseek = {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107, "prompt_cache_hit_tokens": 64}
+    deepseek = {
+        "prompt_tokens": 100,
+        "completion_tokens": 7,
+        "total_tokens": 107,
+        "prompt_cache_hit_tokens": 64,
+    }
     openai = {
         "prompt_tokens": 200,
         "completion_tokens": 3,
         "total_tokens": 203,
         "prompt_tokens_details": {"cached_tokens": 128},
     }
-    server.add(reply(tool_calls=[call("read_file", {"path": "a"})], usage=deepseek), reply("done", usage=openai))
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "a"})], usage=deepseek),
+        reply("done", usage=openai),
+    )
     result = loop("go")
     assert "step 1: 100 prompt tokens (64 cached), 7 completion tokens" in result.stderr
     assert "step 2: 200 prompt tokens (128 cached), 3 completion tokens" in result.stderr
-    assert servers.total_tokens(result.used) == {"prompt": 300, "cached": 192, "completion": 10}
+    assert replies.total_tokens(result.used) == {"prompt": 300, "cached": 192, "completion": 10}
 
 
 def test_reply_without_usage_still_works(loop, server):
@@ -289,7 +341,9 @@ def test_reply_without_usage_still_works(loop, server):
 
 
 def test_max_steps_ends_the_turn_after_exactly_that_many_requests(loop, server):
-    server.add(*[reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")]) for i in range(5)])
+    server.add(
+        *[reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")]) for i in range(5)]
+    )
     result = loop("loop forever", max_steps=3)
     assert result.status == "max_steps"
     assert len(server.requests) == 3
@@ -299,7 +353,124 @@ def test_max_steps_ends_the_turn_after_exactly_that_many_requests(loop, server):
 def test_trace_shows_the_request_and_the_raw_response(loop, server):
     server.add(reply(tool_calls=[call("read_file", {"path": "a"}, id="c1")]), reply("done"))
     result = loop("go", trace=True)
-    assert "── request: model test-model, tools read_file, write_file, run_shell, 2 messages" in result.stderr
+    assert (
+        "── request: model test-model, tools read_file, write_file, run_shell, 2 messages"
+        in result.stderr
+    )
     assert '"arguments": "{\\"path\\": \\"a\\"}"' in result.stderr  # a string, before it is parsed
     assert '"tool_call_id": "c1"' in result.stderr  # the second request shows what was added
     assert result.text == "done"
+
+
+# Every exit of run() leaves a conversation a server accepts: the scripted server, like OpenAI, answers
+# HTTP 400 to a history with an unanswered call (scripted_server.history_problem).
+
+INTERRUPTED_THEN_AGAIN = """
+import json, sys
+import agent, openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key="none")
+messages = None
+try:
+    agent.run("go", messages := [{"role": "system", "content": agent.SYSTEM_PROMPT}], client=client,
+              workdir=sys.argv[2], yes=True)
+except KeyboardInterrupt:
+    print("interrupted", file=sys.stderr)
+outcome = agent.run("again", messages, client=client, workdir=sys.argv[2])
+print(json.dumps([outcome.status, outcome.text, messages]))
+"""
+
+
+def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again(server, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT, clean_env
+
+    # The command sends Ctrl-C's signal to the agent while it waits for the command: run() is inside a tool.
+    calls = [
+        call("run_shell", {"command": "kill -INT $PPID; sleep 30"}, id="c1"),
+        call("read_file", {"path": "x"}),
+    ]
+    server.add(reply(tool_calls=calls), reply("done"))
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_THEN_AGAIN, server.url, str(tmp_path)],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        done.returncode == 0 and "interrupted" in done.stderr and "Traceback" not in done.stderr
+    ), done.stderr
+    status, text, messages = json.loads(done.stdout)
+    assert (status, text) == ("answered", "done")
+    answers = [(m["tool_call_id"], m["content"]) for m in tool_messages(server.messages(1))]
+    assert answers == [
+        ("c1", "interrupted by the user"),
+        (calls[1]["id"], "interrupted by the user"),
+    ]
+    assert len(server.requests) == 2  # the second run's request was accepted: no HTTP 400
+
+
+class FailingFile:
+    """A transcript whose disk fills after `room` events: every later write raises OSError."""
+
+    name = "full.jsonl"
+
+    def __init__(self, room: int):
+        self.room = room
+
+    def write(self, text: str) -> None:
+        self.room -= 1
+        if self.room < 0:
+            raise OSError(28, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_transcript_that_fails_mid_step_leaves_every_call_answered(loop, server):
+    from realworld import transcripts
+
+    server.add(
+        reply(
+            tool_calls=[call("read_file", {"path": "a"}, id="c1"), call("read_file", {"path": "b"})]
+        )
+    )
+    messages = None
+    with pytest.raises(
+        transcripts.TranscriptError
+    ):  # user, assistant, then the first tool result fails
+        import agent
+
+        messages = [{"role": "system", "content": "s"}]
+        agent.run(
+            "go",
+            messages,
+            client=replies.Client(replies.openai_client(server.url, "k", 30)),
+            workdir=loop.workdir,
+            transcript=FailingFile(room=2),
+        )
+    server.add(reply("done"))
+    assert loop("again", messages).status == "answered"
+    assert [m["role"] for m in server.messages(1)[2:]] == ["assistant", "tool", "tool", "user"]
+
+
+@pytest.mark.parametrize("how", ["cut-off", "max-steps", "server-error"])
+def test_every_other_exit_leaves_a_history_the_next_run_can_send(loop, server, how):
+    from scripted_server import Error
+
+    first = reply(
+        tool_calls=[call("read_file", {"path": "a"}, id="c1")],
+        finish_reason="length" if how == "cut-off" else None,
+    )
+    server.add(first, *([Error(500, "down", times=3)] if how == "server-error" else []))
+    messages = [{"role": "system", "content": "s"}]
+    status = loop("go", messages, max_steps=1 if how == "max-steps" else 5).status
+    assert (
+        status == {"cut-off": "length", "max-steps": "max_steps", "server-error": "api_error"}[how]
+    )
+    server.add(reply("done"))
+    assert loop("again", messages).status == "answered"
+    assert [m["role"] for m in server.messages(-1)[2:]] == ["assistant", "tool", "user"]

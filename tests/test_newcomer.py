@@ -12,7 +12,7 @@ import pytest
 from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only
 from scripted_server import Error, reply
 
-import transcripts
+from realworld import transcripts
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 LESSONS = ROOT / "examples"
@@ -22,8 +22,16 @@ def offline(tmp_path, *args: str, stdin: str = "", **start) -> subprocess.Comple
     """agent.py with no key and no server."""
     command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
     env = clean_env(AGENT_BASE_URL="https://api.deepseek.com")
-    return subprocess.run(command, cwd=tmp_path, env=env, input=stdin, capture_output=True, text=True, timeout=120,
-                          **start)  # fmt: skip
+    return subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **start,
+    )
 
 
 def keyless_block() -> str:
@@ -46,18 +54,37 @@ def test_the_keyless_block_replays_a_lesson_as_pasted_in_a_shell_without_python(
     assert shutil.which("python", path=env["PATH"]) is None
     terminal, held = pty.openpty()
     os.write(terminal, b"y\n")  # the lesson asks before it runs python tool_demo.py
-    done = subprocess.run(["bash", "-c", keyless_block()], cwd=clone, env=env, stdin=held, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-c", keyless_block()],
+        cwd=clone,
+        env=env,
+        stdin=held,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     os.close(held), os.close(terminal)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "391" in done.stdout and "Traceback" not in done.stderr
 
 
 def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
-    done = subprocess.run([str(tmp_path / "bare" / "bin" / "python"), str(AGENT), "--replay",
-                           str(LESSONS / "lesson-01.jsonl")], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin"}, timeout=60)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True
+    )
+    done = subprocess.run(
+        [
+            str(tmp_path / "bare" / "bin" / "python"),
+            str(AGENT),
+            "--replay",
+            str(LESSONS / "lesson-01.jsonl"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "not installed" in done.stderr and "pip install -e ." in done.stderr
 
@@ -68,9 +95,9 @@ BREAKPOINTS = {
     "02": ("agent.py", "result, ok = tools.run_call(", 1),
     "03": ("tools.py", 'consent(args["command"])', 0),
     "04": ("agent.py", 'for call in assistant["tool_calls"]', 0),
-    "05": ("agent.py", "assistant, repairs = servers.reply_message(", 1),
+    "05": ("agent.py", "assistant, repairs = replies.reply_message(", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
-    "07": ("agent.py", "assistant, repairs = servers.reply_message(", 1),
+    "07": ("agent.py", "assistant, repairs = replies.reply_message(", 1),
 }
 
 
@@ -83,10 +110,21 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     line = next(i for i, source in enumerate(lines, 1) if source.strip().startswith(text)) + after
     done = subprocess.run(
-        [sys.executable, "-m", "pdb", str(AGENT), "--replay", str(LESSONS / f"lesson-{lesson}.jsonl")],
-        cwd=tmp_path, env=clean_env(), input=f"break {ROOT / name}:{line}\ncontinue\nq\n", capture_output=True,
-        text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pdb",
+            str(AGENT),
+            "--replay",
+            str(LESSONS / f"lesson-{lesson}.jsonl"),
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        input=f"break {ROOT / name}:{line}\ncontinue\nq\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert f"{name}({line})" in done.stdout, done.stdout[-1500:]  # it stopped at the breakpoint
     assert "will be restarted" not in done.stdout and "BdbQuit" not in done.stdout + done.stderr
 
@@ -94,12 +132,20 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
 def test_a_replay_says_what_its_lesson_shows_and_shows_it(tmp_path):
     thinking = offline(tmp_path, "--replay", str(LESSONS / "lesson-05.jsonl"), "--yes")
     before_step_1 = thinking.stderr.split("step 1:")[0]
-    assert "\nlesson: Written by hand" in "\n" + before_step_1 and "\n  thinking: " in thinking.stderr
+    assert (
+        "\nlesson: Written by hand" in "\n" + before_step_1 and "\n  thinking: " in thinking.stderr
+    )
     cut = offline(tmp_path, "--replay", str(LESSONS / "lesson-06.jsonl"), "--yes")
-    assert cut.returncode == 3 and "  ✗ write_file(" in cut.stderr and "not run: the reply was cut off" in cut.stderr
+    assert (
+        cut.returncode == 3
+        and "  ✗ write_file(" in cut.stderr
+        and "not run: the reply was cut off" in cut.stderr
+    )
 
 
-def test_resuming_a_lesson_leaves_it_as_it_was_and_goes_on_in_a_new_transcript(agent, server, tmp_path):
+def test_resuming_a_lesson_leaves_it_as_it_was_and_goes_on_in_a_new_transcript(
+    agent, server, tmp_path
+):
     lesson = LESSONS / "lesson-01.jsonl"
     before = lesson.read_bytes()
     server.add(reply("more done"))
@@ -107,7 +153,10 @@ def test_resuming_a_lesson_leaves_it_as_it_was_and_goes_on_in_a_new_transcript(a
     result = agent("--resume", str(lesson), "--transcript", str(new), "and now?")
     assert result.returncode == 0 and lesson.read_bytes() == before
     events = events_of(new)
-    assert events[: len(transcripts.read(lesson))] == transcripts.read(lesson) and events[-1]["type"] == "turn/end"
+    assert (
+        events[: len(transcripts.read(lesson))] == transcripts.read(lesson)
+        and events[-1]["type"] == "turn/end"
+    )
 
 
 @posix_only
@@ -129,8 +178,10 @@ def test_ctrl_c_in_the_first_instant_is_no_traceback(agent):
 
 def test_a_server_address_without_its_scheme_is_named(tmp_path):
     done = offline(tmp_path, "--base-url", "127.0.0.1:9/v1", "go")
-    assert (done.returncode, done.stderr) == (2, "agent: the server address '127.0.0.1:9/v1' must start with http:// "
-                                                 "or https://\n")  # fmt: skip
+    assert (done.returncode, done.stderr) == (
+        2,
+        "agent: the server address '127.0.0.1:9/v1' must start with http:// or https://\n",
+    )
 
 
 @posix_only
@@ -140,7 +191,9 @@ def test_ctrl_d_at_the_prompt_leaves_the_shell_a_line_of_its_own(agent):
 
 
 def test_a_task_piped_beside_a_replay_is_said_to_be_unread(tmp_path):
-    done = offline(tmp_path, "--replay", str(LESSONS / "lesson-04.jsonl"), "--yes", stdin="another task\n")
+    done = offline(
+        tmp_path, "--replay", str(LESSONS / "lesson-04.jsonl"), "--yes", stdin="another task\n"
+    )
     assert "a replay answers its recorded task; standard input is not read" in done.stderr
 
 
@@ -149,15 +202,22 @@ def test_show_of_a_run_that_failed_on_the_api_shows_the_error(loop, server):
     failed = loop("go")
     shown = list(transcripts.shown(failed.events(), "system"))
     assert any(
-        line.startswith("[turn ended: api_error: the server answered HTTP 401: Invalid API key") for line in shown
+        line.startswith("[turn ended: api_error: the server answered HTTP 401: Invalid API key")
+        for line in shown
     )
     assert KEY not in " ".join(shown)
 
 
 @posix_only
 def test_show_into_a_closed_pipe_is_a_quiet_exit(tmp_path):
-    process = subprocess.Popen([sys.executable, str(AGENT), "--show", str(LESSONS / "lesson-01.jsonl")], cwd=tmp_path,
-                               env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, str(AGENT), "--show", str(LESSONS / "lesson-01.jsonl")],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     process.stdout.close()  # as `| head -1` does, before --show writes
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 141 and "Traceback" not in stderr

@@ -52,7 +52,12 @@ def test_ctrl_c_during_a_command_kills_it_answers_the_calls_and_exits_130(agent,
     # The shell and its background sleep both hold the FIFO: end-of-file means both are gone.
     command = "exec 3>alive; echo started >&3; sleep 600 & wait"
     server.add(
-        reply(tool_calls=[call("run_shell", {"command": command}, id="c1"), call("read_file", {"path": "x"}, id="c2")])
+        reply(
+            tool_calls=[
+                call("run_shell", {"command": command}, id="c1"),
+                call("read_file", {"path": "x"}, id="c2"),
+            ]
+        )
     )
     process, transcript = agent.start("go", "--yes")
     assert read_fifo(fd, until_eof=False) == b"started\n"
@@ -85,10 +90,16 @@ def test_ctrl_c_while_waiting_for_the_model_exits_130(agent, server):
 def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(workspace):
     fd = open_fifo(workspace / "alive")
     with pytest.raises(ToolError) as caught:
-        run_shell("exec 3>alive; echo started >&3; echo partial; sleep 600 & wait", workdir=workspace, timeout=1)
+        run_shell(
+            "exec 3>alive; echo started >&3; echo partial; sleep 600 & wait",
+            workdir=workspace,
+            timeout=1,
+        )
     assert str(caught.value).startswith("timed out after 1 seconds and was killed")
     assert "partial" in str(caught.value)
-    assert read_fifo(fd, until_eof=True) == b"started\n"  # end-of-file: the background sleep is gone too
+    assert (
+        read_fifo(fd, until_eof=True) == b"started\n"
+    )  # end-of-file: the background sleep is gone too
 
 
 @linux_only
@@ -98,11 +109,17 @@ def test_a_process_that_leaves_the_group_is_ended_at_the_timeout_too(workspace, 
     fd = open_fifo(workspace / "escaped")
     program = "import os, time; os.setsid(); f = open('escaped', 'w'); f.write('started'); f.flush(); time.sleep(600)"
     start = f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
-    command = f"echo before; {start} & sleep 600" if escape == "setsid" else f"echo before; ({start} &); sleep 600"
+    command = (
+        f"echo before; {start} & sleep 600"
+        if escape == "setsid"
+        else f"echo before; ({start} &); sleep 600"
+    )
     with pytest.raises(ToolError, match="timed out") as caught:
         run_shell(command, workdir=workspace, timeout=2)
     assert "before" in str(caught.value)
-    assert read_fifo(fd, until_eof=True) == b"started"  # end-of-file: nothing holds the FIFO any more
+    assert (
+        read_fifo(fd, until_eof=True) == b"started"
+    )  # end-of-file: nothing holds the FIFO any more
 
 
 @linux_only
@@ -121,11 +138,20 @@ def test_a_background_process_of_a_finished_command_ends_with_the_agent(agent, s
 
 @linux_only
 @pytest.mark.parametrize(("name", "status"), [("SIGTERM", 143), ("SIGHUP", 129)])
-def test_sigterm_and_sighup_end_the_command_answer_the_calls_and_exit_128_plus_n(agent, server, name, status):
+def test_sigterm_and_sighup_end_the_command_answer_the_calls_and_exit_128_plus_n(
+    agent, server, name, status
+):
     agent.workdir.mkdir()
     fd = open_fifo(agent.workdir / "alive")
     command = "exec 3>alive; echo started >&3; setsid sleep 600 & wait"
-    server.add(reply(tool_calls=[call("run_shell", {"command": command}, id="c1"), call("read_file", {"path": "x"})]))
+    server.add(
+        reply(
+            tool_calls=[
+                call("run_shell", {"command": command}, id="c1"),
+                call("read_file", {"path": "x"}),
+            ]
+        )
+    )
     process, transcript = agent.start("go", "--yes")
     assert read_fifo(fd, until_eof=False) == b"started\n"
     process.send_signal(getattr(signal, name))
@@ -134,7 +160,9 @@ def test_sigterm_and_sighup_end_the_command_answer_the_calls_and_exit_128_plus_n
     os.close(fd)
     assert process.returncode == status and "Traceback" not in stderr
     events = events_of(transcript)
-    assert [e["content"] for e in events if e["type"] == "tool/result"] == ["interrupted by the user"] * 2
+    assert [e["content"] for e in events if e["type"] == "tool/result"] == [
+        "interrupted by the user"
+    ] * 2
     assert events[-1] == {**events[-1], "type": "turn/end", "status": "interrupted"}
 
 
@@ -146,7 +174,9 @@ def test_a_command_that_writes_without_end_does_not_grow_memory(agent, server):
     _, status, usage = os.wait4(process.pid, 0)  # the agent's own peak memory, not yes's
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 0
-    assert usage.ru_maxrss < 250 * 1024  # KiB: the agent starts near 60 MB; reading it whole took gigabytes
+    assert (
+        usage.ru_maxrss < 250 * 1024
+    )  # KiB: the agent starts near 60 MB; reading it whole took gigabytes
     assert server.messages(1)[-1]["content"].startswith("error: timed out after 1 seconds")
 
 
@@ -165,7 +195,9 @@ def test_read_file_reads_no_more_of_a_large_file_than_it_can_return(tmp_path):
 def test_a_timeout_keeps_the_count_of_what_was_left_out(tmp_path):
     program = "import sys, time; sys.stdout.write('z' * 30000); sys.stdout.flush(); time.sleep(600)"
     with pytest.raises(ToolError) as caught:
-        tools.run_shell(f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}", workdir=tmp_path, timeout=1)
+        tools.run_shell(
+            f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}", workdir=tmp_path, timeout=1
+        )
     result = tools.clip(f"error: {caught.value}")
     assert f"[... {30000 - (config.MAX_OUTPUT - 200)} characters left out ...]" in result
 

@@ -12,7 +12,12 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
     # Keeps the README's walkthrough true: the line after msg = resp.choices[0].message, found, not hard-coded.
     lines = AGENT.read_text(encoding="utf-8").splitlines()
-    line = next(i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message") + 1
+    line = (
+        next(
+            i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
+        )
+        + 1
+    )
     commands = f"break {AGENT}:{line}\ncontinue\n"
     commands += 'p f"name={msg.tool_calls[0].function.name} len={len(messages)} resp={type(resp).__name__}"\n'
     commands += "clear 1\ncontinue\n"
@@ -44,7 +49,9 @@ def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
 def test_the_servers_page_lists_the_rules_the_tests_cite():
     section = (ROOT / "docs" / "servers.md").read_text(encoding="utf-8")
     listed = {int(line.split(".")[0]) for line in section.splitlines() if line[:1].isdigit()}
-    comments = " ".join(path.read_text(encoding="utf-8") for path in (ROOT / "tests").glob("test_*.py"))
+    comments = " ".join(
+        path.read_text(encoding="utf-8") for path in (ROOT / "tests").glob("test_*.py")
+    )
     cited = {int(number) for number in re.findall(r"# Rule (\d+)", comments)}
     assert cited and cited <= listed == set(range(1, len(listed) + 1))
 
@@ -53,7 +60,15 @@ def test_the_safety_page_says_what_blanking_cannot_stop():
     from conftest import ROOT
 
     safety = (ROOT / "docs" / "safety.md").read_text(encoding="utf-8")
-    for needle in ("prompt is the guard", "encoded", ".env", ".git", "MAX_CALLS", "subreaper", "SIGTERM"):
+    for needle in (
+        "prompt is the guard",
+        "encoded",
+        ".env",
+        ".git",
+        "MAX_CALLS",
+        "subreaper",
+        "SIGTERM",
+    ):
         assert needle in safety
 
 

@@ -25,19 +25,32 @@ def real_url():
         yield url
 
 
-def run_agent(url: str, tmp_path: Path, task: str, *flags: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def run_agent(
+    url: str, tmp_path: Path, task: str, *flags: str
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
     """Run the agent on task; with --resume among flags, t.jsonl is the transcript it goes on with."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     transcript = tmp_path / "t.jsonl"
-    command = [sys.executable, str(ROOT / "agent.py"), "--base-url", url, "--model", MODEL_NAME, "--workdir", str(work)]
+    command = [
+        sys.executable,
+        str(ROOT / "agent.py"),
+        "--base-url",
+        url,
+        "--model",
+        MODEL_NAME,
+        "--workdir",
+        str(work),
+    ]
     if "--resume" not in flags:
         command += ["--transcript", str(transcript)]
     command += ["--yes", "--max-steps", "4", *flags, task]
     result = subprocess.run(
         command,
         cwd=tmp_path,
-        env=clean_env(AGENT_SHELL_TIMEOUT="10", HOME=str(tmp_path)),  # ~ in a made-up command stays here
+        env=clean_env(
+            AGENT_SHELL_TIMEOUT="10", HOME=str(tmp_path)
+        ),  # ~ in a made-up command stays here
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -57,7 +70,12 @@ def check_run(result: subprocess.CompletedProcess, events: list[dict], tmp_path:
     assert events, context
     assert events[-1]["type"] == "turn/end", context
 
-    calls = [c["id"] for e in events if e["type"] == "assistant/message" for c in e["message"].get("tool_calls", [])]
+    calls = [
+        c["id"]
+        for e in events
+        if e["type"] == "assistant/message"
+        for c in e["message"].get("tool_calls", [])
+    ]
     results = [e["call_id"] for e in events if e["type"] == "tool/result"]
     assert sorted(calls) == sorted(results), context  # each call answered exactly once
     assert len(set(calls)) == len(calls), context  # and no id used twice
@@ -65,7 +83,9 @@ def check_run(result: subprocess.CompletedProcess, events: list[dict], tmp_path:
     work = (tmp_path / "work").resolve()
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.name != "t.jsonl":
-            assert path.resolve().is_relative_to(work), f"{path} was written outside the workspace\n{context}"
+            assert path.resolve().is_relative_to(work), (
+                f"{path} was written outside the workspace\n{context}"
+            )
 
 
 def test_plain_answer(real_url, tmp_path):
@@ -75,13 +95,18 @@ def test_plain_answer(real_url, tmp_path):
 
 
 def test_writing_a_file(real_url, tmp_path):
-    result, events = run_agent(real_url, tmp_path, "Use the write_file tool to write the word hi to the file hi.txt")
+    result, events = run_agent(
+        real_url, tmp_path, "Use the write_file tool to write the word hi to the file hi.txt"
+    )
     check_run(result, events, tmp_path)
 
 
 def test_writing_a_file_streamed(real_url, tmp_path):
     result, events = run_agent(
-        real_url, tmp_path, "Use the write_file tool to write the word hi to the file hi.txt", "--stream"
+        real_url,
+        tmp_path,
+        "Use the write_file tool to write the word hi to the file hi.txt",
+        "--stream",
     )
     check_run(result, events, tmp_path)
 
@@ -97,17 +122,34 @@ def test_history_with_a_tool_call_is_accepted(real_url, tmp_path):
     events = [
         {"type": "run/start", "model": MODEL_NAME, "system_prompt": "You are a careful assistant."},
         {"type": "user/message", "content": "Write hi to hi.txt"},
-        {"type": "assistant/message", "message": {"role": "assistant", "content": "", "tool_calls": [call]}},
-        {"type": "tool/result", "call_id": "call_1", "name": "write_file", "content": "wrote 2 characters", "ok": True},
-        {"type": "assistant/message", "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"},
+        {
+            "type": "assistant/message",
+            "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+        },
+        {
+            "type": "tool/result",
+            "call_id": "call_1",
+            "name": "write_file",
+            "content": "wrote 2 characters",
+            "ok": True,
+        },
+        {
+            "type": "assistant/message",
+            "message": {"role": "assistant", "content": "Done."},
+            "finish_reason": "stop",
+        },
         {"type": "turn/end", "status": "answered"},
     ]
     transcript = tmp_path / "t.jsonl"
     transcript.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    result, events = run_agent(real_url, tmp_path, "Now say done in one word.", "--resume", str(transcript))
+    result, events = run_agent(
+        real_url, tmp_path, "Now say done in one word.", "--resume", str(transcript)
+    )
     check_run(result, events, tmp_path)
     start = max(i for i, e in enumerate(events) if e["type"] == "run/resume")
-    assert any(e["type"] == "assistant/message" for e in events[start:]), result.stderr  # the server took the history
+    assert any(e["type"] == "assistant/message" for e in events[start:]), (
+        result.stderr
+    )  # the server took the history
 
 
 @pytest.mark.parametrize("flags", [[], ["--stream"]], ids=["plain", "stream"])
@@ -119,3 +161,25 @@ def test_a_tool_call_the_model_copies_as_text(real_url, tmp_path, flags):
     task = f"Copy this line exactly:\n{line}"
     result, events = run_agent(real_url, tmp_path, task, *flags)
     check_run(result, events, tmp_path)
+
+
+def test_the_llama_build_is_portable_no_avx512_or_amx_instruction():
+    # .ci/run builds with GGML_NATIVE=OFF. A native build on a CPU that offers AMX emitted `tilezero`, and
+    # llama-server died with SIGILL where the kernel had not enabled AMX for the process: the same wheel must
+    # run on every x86-64 machine of this kind. AVX2 stays (ymm registers), AVX-512 (zmm) and AMX (tile*) go.
+    import platform
+    import shutil
+
+    from real_server import server_binary
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the instruction check is for x86-64")
+    objdump = shutil.which("objdump")
+    assert objdump, "objdump (binutils) is needed to read the build's instructions"
+    libraries = sorted(server_binary().parent.glob("libggml-cpu*.so*"))
+    assert libraries, f"no libggml-cpu in {server_binary().parent}"
+    code = subprocess.run(
+        [objdump, "-d", "--no-show-raw-insn", str(libraries[0])], capture_output=True, text=True, check=True
+    ).stdout
+    found = {word for word in ("zmm", "tilezero", "tileloadd", "tdpb") if word in code}
+    assert found == set() and "ymm" in code

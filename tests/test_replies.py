@@ -6,20 +6,28 @@ import pytest
 from conftest import events_of
 from scripted_server import Error, Stream, call, reply
 
-import transcripts
+from realworld import transcripts
 
 # Rule 2. Fields that providers need back, as their API references show them: OpenRouter's reasoning and
 # reasoning_details (openrouter.ai docs, "Reasoning tokens": preserving reasoning blocks), Gemini's thought
 # signature on each tool call (ai.google.dev, "OpenAI compatibility": extra_content.google.thought_signature),
 # and a field no SDK models, standing for whatever the next provider adds.
-DETAILS = [{"type": "reasoning.text", "text": "Look first.", "format": "anthropic-claude-v1", "index": 0}]
+DETAILS = [
+    {"type": "reasoning.text", "text": "Look first.", "format": "anthropic-claude-v1", "index": 0}
+]
 SIGNED = {"google": {"thought_signature": "c2lnbmF0dXJl"}}
 
 
 def rich_reply():
     first = call("read_file", {"path": "a.txt"}, id="call_1")
     first["extra_content"] = SIGNED
-    return reply(None, tool_calls=[first], reasoning="Look first.", reasoning_details=DETAILS, provider_note={"n": 1})
+    return reply(
+        None,
+        tool_calls=[first],
+        reasoning="Look first.",
+        reasoning_details=DETAILS,
+        provider_note={"n": 1},
+    )
 
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
@@ -41,14 +49,19 @@ def test_a_resumed_or_replayed_conversation_sends_the_recorded_fields(loop, serv
     messages = transcripts.rebuild(first.events())
     server.add(reply("again"))
     loop("more", messages=messages)
-    assert server.messages(2)[1] == server.messages(1)[2]  # no system prompt in a transcript of run() alone
+    assert (
+        server.messages(2)[1] == server.messages(1)[2]
+    )  # no system prompt in a transcript of run() alone
     replay = transcripts.Replay(events_of(first.transcript), tmp_path / "t.jsonl")
     again = replay.create(model="m", messages=[{"role": "user", "content": "go"}])
     assert again.choices[0].message.model_extra["reasoning_details"] == DETAILS
 
 
 def test_a_null_field_goes_back_null_and_a_missing_one_is_not_invented(loop, server):
-    server.add(reply(None, tool_calls=[call("read_file", {"path": "x"})], reasoning_content=None), reply("done"))
+    server.add(
+        reply(None, tool_calls=[call("read_file", {"path": "x"})], reasoning_content=None),
+        reply("done"),
+    )
     loop("go")
     sent = server.messages(1)[2]
     assert sent["reasoning_content"] is None and "reasoning" not in sent and sent["content"] == ""
@@ -58,15 +71,45 @@ def test_a_null_field_goes_back_null_and_a_missing_one_is_not_invented(loop, ser
 # flat ErrorResponse {"object": "error", "message", "type", "code"} (vllm/entrypoints/openai/protocol.py);
 # Gemini's OpenAI-compatible endpoint answers a list [{"error": {"code", "message", "status"}}]; a proxy's plain text.
 HTTP_ERRORS = [
-    pytest.param(400, {"error": {"message": "Invalid model.", "type": "invalid_request_error", "code": "bad_model"}},
-                 "Invalid model. (bad_model)", id="openai"),
-    pytest.param(400, {"object": "error", "message": "max_tokens is too large", "type": "BadRequestError", "code": 400},
-                 "max_tokens is too large (400)", id="vllm-flat"),
-    pytest.param(400, [{"error": {"code": 400, "message": "Request contains an invalid argument.",
-                                  "status": "INVALID_ARGUMENT"}}], "Request contains an invalid argument. (400)",
-                 id="gemini-list"),
+    pytest.param(
+        400,
+        {
+            "error": {
+                "message": "Invalid model.",
+                "type": "invalid_request_error",
+                "code": "bad_model",
+            }
+        },
+        "Invalid model. (bad_model)",
+        id="openai",
+    ),
+    pytest.param(
+        400,
+        {
+            "object": "error",
+            "message": "max_tokens is too large",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+        "max_tokens is too large (400)",
+        id="vllm-flat",
+    ),
+    pytest.param(
+        400,
+        [
+            {
+                "error": {
+                    "code": 400,
+                    "message": "Request contains an invalid argument.",
+                    "status": "INVALID_ARGUMENT",
+                }
+            }
+        ],
+        "Request contains an invalid argument. (400)",
+        id="gemini-list",
+    ),
     pytest.param(404, "404 page not found", "404 page not found", id="plain-text"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("status", "body", "words"), HTTP_ERRORS)
@@ -91,11 +134,17 @@ def test_a_200_body_that_carries_an_error_is_that_error(loop, server):
 def test_an_error_event_in_the_middle_of_a_stream_is_one_line_and_runs_nothing(loop, server):
     # OpenRouter's docs ("Streaming", error handling): an SSE event {"error": {"code", "message"}} mid-stream.
     stream = Stream(reply(None, tool_calls=[call("write_file", {"path": "a.txt", "content": "x"})]))
-    stream.events = [*stream.events[:3], {"error": {"code": 502, "message": "Provider disconnected"}, "usage": None}]
+    stream.events = [
+        *stream.events[:3],
+        {"error": {"code": 502, "message": "Provider disconnected"}, "usage": None},
+    ]
     server.add(stream)
     result = loop("go", stream=True)
     assert result.status == "api_error"
-    assert result.text == "the server reported an error in the middle of its reply: Provider disconnected (502)"
+    assert (
+        result.text
+        == "the server reported an error in the middle of its reply: Provider disconnected (502)"
+    )
     assert not list(loop.workdir.iterdir())
 
 
@@ -103,7 +152,9 @@ def test_an_error_event_in_the_middle_of_a_stream_is_one_line_and_runs_nothing(l
 def test_a_reply_that_ends_in_error_is_no_answer_and_its_calls_do_not_run(loop, server, streamed):
     # OpenRouter: finish_reason "error", with the error in the choice, when the upstream model fails mid-reply.
     body = reply("Half an answ", tool_calls=[call("write_file", {"path": "a.txt", "content": "x"})])
-    body["choices"][0].update(finish_reason="error", error={"code": 502, "message": "Upstream error"})
+    body["choices"][0].update(
+        finish_reason="error", error={"code": 502, "message": "Upstream error"}
+    )
     if streamed:
         body = Stream(body)
         body.events[-2]["choices"][0]["error"] = {"code": 502, "message": "Upstream error"}
@@ -147,4 +198,7 @@ def test_tool_use_failed_three_times_is_the_providers_message_and_exit_1(agent, 
     result = agent("go")
     assert result.returncode == 1 and len(server.requests) == 3
     assert "Failed to call a function" in result.stderr and "(tool_use_failed)" in result.stderr
-    assert "Traceback" not in result.stderr and json.loads(result.transcript.read_text().splitlines()[-1])["status"]
+    assert (
+        "Traceback" not in result.stderr
+        and json.loads(result.transcript.read_text().splitlines()[-1])["status"]
+    )

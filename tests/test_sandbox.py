@@ -18,9 +18,10 @@ from scripted_server import call, reply
 
 import config
 import tools
+from realworld import sandbox
 from tools import ToolError
 
-PROBLEM = tools.sandbox_problem() if sys.platform.startswith("linux") else "the sandbox tests need Linux"
+PROBLEM = sandbox.problem() if sys.platform.startswith("linux") else "the sandbox tests need Linux"
 if PROBLEM and os.environ.get("SANDBOX_REQUIRED") == "1":
     raise RuntimeError(f"SANDBOX_REQUIRED=1, but: {PROBLEM}")
 needs_sandbox = pytest.mark.skipif(bool(PROBLEM), reason=f"no working sandbox here: {PROBLEM}")
@@ -45,26 +46,40 @@ def running(marker: str) -> list[int]:
 
 @needs_sandbox
 def test_a_write_outside_the_workspace_fails_leaves_nothing_and_says_why(loop, server, sandbox):
-    outside = Path.home() / f"sandbox-probe-{uuid.uuid4().hex}"
-    server.add(reply(tool_calls=[call("run_shell", {"command": f"echo x > {outside}"})]), reply("ok"))
+    # Not $HOME, which may lie under /tmp (the sandbox has a /tmp of its own): the environment the agent
+    # runs from is outside the workspace wherever it is, and read-only in the sandbox.
+    outside = Path(sys.prefix) / f"sandbox-probe-{uuid.uuid4().hex}"
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": f"echo x > {outside}"})]), reply("ok")
+    )
     try:
         loop("go", yes=True)
         assert not outside.exists()
     finally:
         outside.unlink(missing_ok=True)
     result = server.messages(1)[-1]["content"]
-    assert "Read-only file system" in result and "outside the workspace the file system is read-only" in result
+    assert (
+        "Read-only file system" in result
+        and "outside the workspace the file system is read-only" in result
+    )
 
 
 @needs_sandbox
 def test_a_write_inside_the_workspace_works(loop, server, sandbox):
-    server.add(reply(tool_calls=[call("run_shell", {"command": "echo made > made.txt && cat made.txt"})]), reply("ok"))
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": "echo made > made.txt && cat made.txt"})]),
+        reply("ok"),
+    )
     loop("go", yes=True)
-    assert (loop.workdir / "made.txt").read_text() == "made\n" and server.messages(1)[-1]["content"] == "made\n"
+    assert (loop.workdir / "made.txt").read_text() == "made\n" and server.messages(1)[-1][
+        "content"
+    ] == "made\n"
 
 
 @needs_sandbox
-def test_a_connection_to_a_loopback_server_fails_and_says_there_is_no_network(loop, server, sandbox):
+def test_a_connection_to_a_loopback_server_fails_and_says_there_is_no_network(
+    loop, server, sandbox
+):
     fetch = f"{sys.executable} -c \"import urllib.request; urllib.request.urlopen('{server.url}/models', timeout=5)\""
     server.add(reply(tool_calls=[call("run_shell", {"command": fetch})]), reply("ok"))
     loop("go", yes=True)
@@ -93,7 +108,9 @@ def test_the_agents_dotenv_and_transcripts_are_unreadable_inside(sandbox, monkey
     monkeypatch.setattr(config, "RUNS", project / "runs")
     (tmp_path / "work").mkdir()
     try:
-        output = tools.run_shell(f"cat {project}/.env; ls {project}/runs; cat {project}/runs/*", workdir=tmp_path)
+        output = tools.run_shell(
+            f"cat {project}/.env; ls {project}/runs; cat {project}/runs/*", workdir=tmp_path
+        )
     finally:
         shutil.rmtree(project)
     assert KEY not in output and '"secret"' not in output and "t.jsonl" not in output
@@ -108,7 +125,9 @@ def test_the_command_runs_without_the_key_in_its_environment(sandbox, tmp_path, 
 @needs_sandbox
 def test_a_background_process_dies_with_the_command(sandbox, tmp_path):
     marker = f"{1000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"  # sleep's own seconds, unique
-    output = tools.run_shell(f"(sleep {marker}; touch late) > /dev/null 2>&1 & echo started", workdir=tmp_path)
+    output = tools.run_shell(
+        f"(sleep {marker}; touch late) > /dev/null 2>&1 & echo started", workdir=tmp_path
+    )
     assert output == "started\n" and running(f"sleep\0{marker}") == []
 
 
@@ -126,7 +145,10 @@ def test_the_person_sees_the_mode_at_start_and_at_the_prompt(agent, server):
     server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi"})]), reply("ok"))
     result = agent("go", "--sandbox", terminal="y\n")
     assert "commands run in a sandbox with no network" in result.stderr
-    assert "Run this command in the sandbox (writes only in the workspace, no network)? [y/N]" in result.stderr
+    assert (
+        "Run this command in the sandbox (writes only in the workspace, no network)? [y/N]"
+        in result.stderr
+    )
 
 
 def fake_path(tmp_path, bwrap: str | None) -> str:
@@ -140,18 +162,31 @@ def fake_path(tmp_path, bwrap: str | None) -> str:
     return str(folder)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the bubblewrap messages are Linux's")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the bubblewrap messages are Linux's"
+)
 @pytest.mark.parametrize(
     ("bwrap", "said"),
-    [(None, "needs bubblewrap, which is not installed: sudo apt-get install bubblewrap"),
-     ("echo 'bwrap: No permissions to create a new namespace' >&2; exit 1", "user namespaces may be disabled")],
+    [
+        (None, "needs bubblewrap, which is not installed: sudo apt-get install bubblewrap"),
+        (
+            "echo 'bwrap: No permissions to create a new namespace' >&2; exit 1",
+            "user namespaces may be disabled",
+        ),
+    ],
     ids=["bwrap-missing", "no-user-namespaces"],
-)  # fmt: skip
-def test_without_a_working_sandbox_the_agent_refuses_to_start_in_one_line(server, tmp_path, bwrap, said):
+)
+def test_without_a_working_sandbox_the_agent_refuses_to_start_in_one_line(
+    server, tmp_path, bwrap, said
+):
     env = clean_env(AGENT_API_KEY=KEY, PATH=fake_path(tmp_path, bwrap))
     done = subprocess.run(
         [sys.executable, str(ROOT / "agent.py"), "--sandbox", "--base-url", server.url, "go"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (done.returncode, done.stderr.count("\n")) == (2, 1) and said in done.stderr
     assert server.requests == []

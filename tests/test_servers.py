@@ -12,7 +12,7 @@ from conftest import KEY, tool_messages
 from scripted_server import Error, Hang, Stream, Trickle, call, reply
 
 import agent as agent_module
-import servers
+from realworld import replies
 
 DSML = "\uff5cDSML\uff5c"  # DeepSeek's fullwidth bars
 
@@ -30,16 +30,24 @@ def test_raw_newlines_inside_a_json_string_are_accepted_and_sent_back_valid(loop
     result = loop("go")
     assert (loop.workdir / "a.py").read_text() == "print(1)\nprint(2)\n"
     sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
-    assert json.loads(sent) == {"path": "a.py", "content": "print(1)\nprint(2)\n"}  # strict: valid JSON now
+    assert json.loads(sent) == {
+        "path": "a.py",
+        "content": "print(1)\nprint(2)\n",
+    }  # strict: valid JSON now
     assert "repaired: raw control characters" in result.stderr
-    assert result.events()[1]["repairs"] == ["raw control characters (a newline or tab) inside a JSON string"]
+    assert result.events()[1]["repairs"] == [
+        "raw control characters (a newline or tab) inside a JSON string"
+    ]
 
 
 def test_arguments_in_a_markdown_fence_are_accepted(loop, server):
     one_call_then_done(server, '```json\n{"path": "b.txt", "content": "fenced"}\n```')
     loop("go")
     assert (loop.workdir / "b.txt").read_text() == "fenced"
-    assert json.loads(server.messages(1)[2]["tool_calls"][0]["function"]["arguments"])["path"] == "b.txt"
+    assert (
+        json.loads(server.messages(1)[2]["tool_calls"][0]["function"]["arguments"])["path"]
+        == "b.txt"
+    )
 
 
 def test_valid_arguments_go_back_byte_for_byte(loop, server):
@@ -54,16 +62,23 @@ def test_unreadable_arguments_are_quoted_to_the_model_and_sent_back_as_valid_jso
     one_call_then_done(server, raw)
     result = loop("go")
     assert result.status == "answered"
-    assert tool_messages(server.messages(1))[0]["content"] == f"error: arguments are not valid JSON: {raw}"
+    assert (
+        tool_messages(server.messages(1))[0]["content"]
+        == f"error: arguments are not valid JSON: {raw}"
+    )
     sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
-    assert json.loads(sent) == raw  # a JSON string: llama.cpp --jinja answers 500 on invalid JSON in history
+    assert (
+        json.loads(sent) == raw
+    )  # a JSON string: llama.cpp --jinja answers 500 on invalid JSON in history
 
 
 def test_arguments_nested_too_deep_are_an_error_for_the_model_not_a_crash(loop, server):
     one_call_then_done(server, "[" * 100_000 + "]" * 100_000)
     result = loop("go")
     assert result.status == "answered"
-    assert tool_messages(server.messages(1))[0]["content"].startswith("error: arguments are not valid JSON")
+    assert tool_messages(server.messages(1))[0]["content"].startswith(
+        "error: arguments are not valid JSON"
+    )
 
 
 # Rule 10: tool calls written as text are recovered.
@@ -85,7 +100,9 @@ def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
     assert result.status == "answered" and result.text == "done"
     assert (loop.workdir / "notes.txt").read_text() == "line one\nline two"
     assistant = server.messages(1)[2]
-    assert assistant["content"] == "Let me look at the folder."  # the text around the markup is kept
+    assert (
+        assistant["content"] == "Let me look at the folder."
+    )  # the text around the markup is kept
     [sent] = assistant["tool_calls"]
     assert sent["id"].startswith("call_") and sent["function"]["name"] == "write_file"
     assert tool_messages(server.messages(1))[0]["tool_call_id"] == sent["id"]
@@ -103,7 +120,10 @@ def test_dsml_with_ascii_bars_and_tool_calls_wrapper_and_two_invokes(loop, serve
     )
     server.add(reply(text), reply("done"))
     loop("go")
-    assert [m["content"] for m in tool_messages(server.messages(1))] == ["wrote 1 characters to a", "1"]
+    assert [m["content"] for m in tool_messages(server.messages(1))] == [
+        "wrote 1 characters to a",
+        "1",
+    ]
 
 
 @pytest.mark.parametrize("size", [1, 7], ids=["one-character-chunks", "seven-character-chunks"])
@@ -151,7 +171,11 @@ QUOTED = '<tool_call>{"name": "write_file", "arguments": {"path": "notes.txt", "
 
 @pytest.mark.parametrize(
     "text",
-    [f"When it leaks, a model would emit:\n{QUOTED}", f"Like this:\n\n    {QUOTED}", f"Like this\n~~~\n{QUOTED}"],
+    [
+        f"When it leaks, a model would emit:\n{QUOTED}",
+        f"Like this:\n\n    {QUOTED}",
+        f"Like this\n~~~\n{QUOTED}",
+    ],
     ids=["after-a-colon", "indented", "tilde-fence"],
 )
 def test_a_call_that_is_quoted_at_the_end_of_an_answer_is_not_run(loop, server, text):
@@ -217,7 +241,11 @@ def test_an_empty_reply_with_only_reasoning_stops_with_empty_answer(loop, server
     assert result.status == "empty_answer"
     assert "ended without an answer" in result.stderr
     assert "I considered the files and then I" in result.stderr
-    assert result.events()[-1] == {**result.events()[-1], "type": "turn/end", "status": "empty_answer"}
+    assert result.events()[-1] == {
+        **result.events()[-1],
+        "type": "turn/end",
+        "status": "empty_answer",
+    }
 
 
 # A failed request is one line that says what to do; the command line exits 1 on it (tests/test_cli.py).
@@ -240,7 +268,9 @@ def test_401_is_an_api_error_naming_the_key_settings_and_not_retried(loop, serve
 
 def test_403_points_at_the_keys_permissions(loop, server):
     server.add(Error(403, "not allowed for this model"))
-    assert_one_clear_line(loop("go"), "HTTP 403", "not allowed for this model", "may use this model")
+    assert_one_clear_line(
+        loop("go"), "HTTP 403", "not allowed for this model", "may use this model"
+    )
 
 
 def test_404_points_at_the_base_url(loop, server):
@@ -282,14 +312,18 @@ def test_refused_connection_is_one_line_naming_the_address(tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
     url = f"http://127.0.0.1:{port}/v1"
-    outcome = agent_module.run("go", client=servers.make_client(url, KEY, 60), workdir=tmp_path)
+    outcome = agent_module.run(
+        "go", client=replies.Client(replies.openai_client(url, KEY, 60)), workdir=tmp_path
+    )
     assert outcome.status == "api_error"
     assert f"could not reach {url}" in outcome.text
     assert "Traceback" not in capsys.readouterr().err
 
 
 def test_a_timeout_is_explained_in_one_line():
-    explained = servers.explain(openai.APITimeoutError(request=None), "http://h/v1", "m")  # the request rides along
+    explained = replies.explain(
+        openai.APITimeoutError(request=None), "http://h/v1", "m"
+    )  # the request rides along
     assert explained.startswith("the request to http://h/v1 timed out")
     assert "\n" not in explained
 
@@ -344,7 +378,13 @@ def test_a_prompt_that_shrinks_while_the_conversation_grows_is_warned_about_once
     def usage(prompt):
         return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
 
-    prompts = [3000, 4090, 4000, 4090, 3900]  # Ollama keeps the last 4,096 tokens: twice fewer than before
+    prompts = [
+        3000,
+        4090,
+        4000,
+        4090,
+        3900,
+    ]  # Ollama keeps the last 4,096 tokens: twice fewer than before
     server.add(
         *[
             reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")], usage=usage(p))
@@ -356,3 +396,34 @@ def test_a_prompt_that_shrinks_while_the_conversation_grows_is_warned_about_once
     assert result.status == "answered"
     assert result.stderr.count("cutting the start of the prompt") == 1
     assert "OLLAMA_CONTEXT_LENGTH" in result.stderr
+
+
+def test_a_web_server_at_the_address_is_one_line_with_advice_that_fits(tmp_path, capsys):
+    # A real web server, not an API: python -m http.server answers POST with 501 and an HTML page.
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.func.log_message = lambda *args: None
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}/v1"
+        client = replies.Client(replies.openai_client(url, KEY, 60))
+        outcome = agent_module.run("go", client=client, workdir=tmp_path)
+    finally:
+        web.shutdown()
+        web.server_close()
+    assert outcome.status == "api_error" and "<" not in outcome.text
+    first, hint = outcome.text.split("\n")
+    assert first.startswith("the server answered HTTP 501: a web page titled 'Error response'")
+    assert hint.startswith("That is a web page, not an API's answer: check AGENT_BASE_URL")
+
+
+def test_a_gateways_html_error_page_is_its_title(loop, server):
+    page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+    server.add(Error(502, body=page + "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"))
+    result = loop("go")
+    assert result.text.startswith("the server answered HTTP 502: a web page titled '502 Bad Gateway'\n")
+    assert "gateway in front of the server failed" in result.text and "<center>" not in result.stderr

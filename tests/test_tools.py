@@ -10,7 +10,10 @@ from tools import ToolError, read_file, run_shell, write_file
 
 
 def test_write_then_read_round_trip_with_new_folders(workspace):
-    assert write_file("deep/er/note.txt", "héllo\n", workdir=workspace) == "wrote 6 characters to deep/er/note.txt"
+    assert (
+        write_file("deep/er/note.txt", "héllo\n", workdir=workspace)
+        == "wrote 6 characters to deep/er/note.txt"
+    )
     assert (workspace / "deep/er/note.txt").read_bytes() == "héllo\n".encode()
     assert read_file("deep/er/note.txt", workdir=workspace) == "héllo\n"
 
@@ -43,7 +46,10 @@ def test_read_file_answers_missing_folder_and_binary_in_one_line(workspace):
 def test_run_shell_runs_in_the_workspace_and_reports_the_exit_status(workspace):
     (workspace / "here.txt").write_text("")
     assert run_shell("ls", workdir=workspace) == "here.txt\n"
-    assert run_shell("echo out; echo err >&2; exit 3", workdir=workspace) == "out\nerr\n\n[exit status 3]"
+    assert (
+        run_shell("echo out; echo err >&2; exit 3", workdir=workspace)
+        == "out\nerr\n\n[exit status 3]"
+    )
 
 
 def test_run_shell_refuses_a_command_that_is_not_one_string(workspace):

@@ -25,12 +25,23 @@ HOSTILE = f"{ESC}]52;c;ZXZpbA=={ESC}\\{ESC}]0;owned\x07{ESC}[2J\u202eevil"  # cl
 
 def test_progress_shows_escape_sequences_from_the_model_and_tools_as_text(loop, server):
     (loop.workdir / "page.html").write_text(f"<p>{HOSTILE}</p>")
-    bad_name = {"id": "c2", "type": "function", "function": {"name": f"x{ESC}[2J", "arguments": "{}"}}
-    server.add(reply(HOSTILE, tool_calls=[call("read_file", {"path": "page.html"}, id="c1"), bad_name]), reply("ok"))
+    bad_name = {
+        "id": "c2",
+        "type": "function",
+        "function": {"name": f"x{ESC}[2J", "arguments": "{}"},
+    }
+    server.add(
+        reply(HOSTILE, tool_calls=[call("read_file", {"path": "page.html"}, id="c1"), bad_name]),
+        reply("ok"),
+    )
     result = loop("go")
-    assert ESC not in result.stderr and "\u202e" not in result.stderr and "\x07" not in result.stderr
+    assert (
+        ESC not in result.stderr and "\u202e" not in result.stderr and "\x07" not in result.stderr
+    )
     assert "\\x1b]52;c;ZXZpbA==" in result.stderr and "\\u202eevil" in result.stderr
-    assert server.messages(1)[3]["content"] == f"<p>{HOSTILE}</p>"  # the model gets the file as it is
+    assert (
+        server.messages(1)[3]["content"] == f"<p>{HOSTILE}</p>"
+    )  # the model gets the file as it is
 
 
 def test_progress_lines_show_invisible_characters_too(loop, server):
@@ -46,10 +57,23 @@ def test_the_answer_on_a_terminal_is_escaped_and_piped_is_as_written(agent, serv
     server.add(reply(f"answer {HOSTILE}"), reply(f"answer {HOSTILE}"))
     assert agent("go").stdout == f"answer {HOSTILE}\n"
     held, terminal = pty.openpty()
-    command = [sys.executable, str(AGENT), "--base-url", server.url, "--workdir", str(agent.workdir), "go"]
+    command = [
+        sys.executable,
+        str(AGENT),
+        "--base-url",
+        server.url,
+        "--workdir",
+        str(agent.workdir),
+        "go",
+    ]
     command += ["--transcript", str(tmp_path / "tty.jsonl")]
     done = subprocess.run(
-        command, cwd=tmp_path, env=clean_env(AGENT_API_KEY=KEY), stdout=terminal, stderr=subprocess.PIPE, timeout=60
+        command,
+        cwd=tmp_path,
+        env=clean_env(AGENT_API_KEY=KEY),
+        stdout=terminal,
+        stderr=subprocess.PIPE,
+        timeout=60,
     )
     os.close(terminal)
     shown = os.read(held, 65536).decode()
@@ -71,7 +95,9 @@ def test_show_prints_escapes_as_text(agent, server):
 @posix_only
 def test_the_api_key_is_not_in_the_commands_environment(agent, server):
     shell_then_answer(server, "env")
-    env = clean_env(AGENT_API_KEY=KEY, OPENAI_API_KEY="sk-openai-other", COPY_OF_KEY=KEY, HARMLESS="visible")
+    env = clean_env(
+        AGENT_API_KEY=KEY, OPENAI_API_KEY="sk-openai-other", COPY_OF_KEY=KEY, HARMLESS="visible"
+    )
     agent("go", "--yes", env=env)
     content = tool_result(server)
     assert "HARMLESS=visible" in content
@@ -97,7 +123,11 @@ def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(
         reply(
             tool_calls=[
                 call("read_file", {"path": ".env"}, id="r1"),
-                call("run_shell", {"command": "env; cat /proc/$PPID/environ | tr '\\0' '\\n'"}, id="s1"),
+                call(
+                    "run_shell",
+                    {"command": "env; cat /proc/$PPID/environ | tr '\\0' '\\n'"},
+                    id="s1",
+                ),
             ]
         ),
         reply("done"),
@@ -107,14 +137,18 @@ def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(
     assert result.returncode == 0
     assert KEY not in sent and KEY not in result.transcript.read_text() and KEY not in result.stderr
     assert "AGENT_API_KEY=***" in sent and "HARMLESS=visible" in sent
-    assert "AUTH=Bearer ***" in sent  # from /proc/$PPID/environ: no blanking of a file, only of what comes back
+    assert (
+        "AUTH=Bearer ***" in sent
+    )  # from /proc/$PPID/environ: no blanking of a file, only of what comes back
 
 
 def test_an_error_body_echoing_the_key_is_blanked_before_it_is_cut(loop, server, monkeypatch):
     import config
 
     monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
-    server.add(Error(401, "x" * 360 + f"Incorrect API key provided: {KEY}"))  # the cut at 400 goes through the key
+    server.add(
+        Error(401, "x" * 360 + f"Incorrect API key provided: {KEY}")
+    )  # the cut at 400 goes through the key
     result = loop("go")
     assert "provided: ***" in result.stderr
     assert KEY[:10] not in result.stderr and KEY[:10] not in result.transcript.read_text()
@@ -135,7 +169,9 @@ def test_the_key_cut_in_two_by_clipping_shows_neither_half(tmp_path, monkeypatch
     monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
     # Ten characters of the key in the head that each keeps (run_shell keeps 100 fewer, for its own lines).
     (tmp_path / "read.txt").write_text("x" * (config.MAX_OUTPUT // 2 - 10) + KEY + "y" * 60_000)
-    (tmp_path / "cat.txt").write_text("x" * ((config.MAX_OUTPUT - 200) // 2 - 10) + KEY + "y" * 60_000)
+    (tmp_path / "cat.txt").write_text(
+        "x" * ((config.MAX_OUTPUT - 200) // 2 - 10) + KEY + "y" * 60_000
+    )
     text = tools.read_file("read.txt", workdir=tmp_path)
     output = tools.run_shell("cat cat.txt", workdir=tmp_path)
     assert KEY[:10] not in text and KEY[:10] not in output
@@ -145,17 +181,23 @@ def test_the_key_cut_in_two_by_clipping_shows_neither_half(tmp_path, monkeypatch
 # Hostile structure: no traceback, no flood.
 
 
-def test_a_reply_with_too_many_calls_runs_max_calls_and_answers_the_rest_not_run(loop, server):
-
+def test_a_reply_with_too_many_calls_keeps_max_calls_and_says_so(loop, server):
     (loop.workdir / "big.txt").write_text("b" * 20_000)
     calls = [call("read_file", {"path": "big.txt"}, id=f"c{i}") for i in range(1500)]
     server.add(reply(tool_calls=calls), reply("done"))
     result = loop("go")
-    results = [m["content"] for m in server.messages(1) if m["role"] == "tool"]
-    assert result.status == "answered" and len(results) == 1500
-    assert sum(not r.startswith("not run") for r in results) == config.MAX_CALLS
-    added = sum(len(r) for r in results)
-    assert added < config.MAX_CALLS * (config.MAX_OUTPUT + 100) + 1500 * 100
+    sent = server.messages(1)
+    assistant = next(m for m in sent if m["role"] == "assistant")
+    results = [m for m in sent if m["role"] == "tool"]
+    assert (
+        result.status == "answered"
+        and len(assistant["tool_calls"]) == len(results) == config.MAX_CALLS
+    )
+    assert [m["tool_call_id"] for m in results] == [
+        c["id"] for c in assistant["tool_calls"]
+    ]  # ids paired
+    assert sum(len(m["content"]) for m in results) < config.MAX_CALLS * (config.MAX_OUTPUT + 100)
+    assert f"repaired: kept the first {config.MAX_CALLS} of 1500 tool calls" in result.stderr
 
 
 def test_a_reply_body_nested_too_deep_is_one_clear_line(loop, server):
@@ -169,7 +211,9 @@ def test_a_reply_body_nested_too_deep_is_one_clear_line(loop, server):
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_lone_and_split_surrogates_neither_crash_nor_break_the_transcript(loop, server, stream):
     lone = reply("lone \ud800 here", tool_calls=[call("read_file", {"path": "nope"})])
-    split = reply("smile \ud83d\ude00 end")  # streamed one code unit a chunk: the pair arrives in two
+    split = reply(
+        "smile \ud83d\ude00 end"
+    )  # streamed one code unit a chunk: the pair arrives in two
     server.add(*([Stream(lone, size=1), Stream(split, size=1)] if stream else [lone, split]))
     result = loop("go", stream=stream)
     assert result.status == "answered" and result.text == "smile \N{GRINNING FACE} end"
@@ -192,7 +236,10 @@ def choice(message, finish_reason="stop") -> dict:
         choice("hi"),
         choice({"role": "assistant", "content": None, "tool_calls": [1]}, "tool_calls"),
         choice({"role": "assistant", "content": None, "tool_calls": "abc"}, "tool_calls"),
-        choice({"role": "assistant", "content": None, "tool_calls": [{"id": 5, "function": "x"}]}, "tool_calls"),
+        choice(
+            {"role": "assistant", "content": None, "tool_calls": [{"id": 5, "function": "x"}]},
+            "tool_calls",
+        ),
         choice({"role": "assistant", "content": [{"type": "text", "text": 5}, "part"]}),
         choice({"role": "assistant", "content": "hi", "reasoning_content": {"a": 1}}, 7),
         {**reply("hi"), "usage": [1, 2]},
@@ -220,7 +267,9 @@ def test_a_reply_of_another_shape_is_an_error_or_an_answer_never_a_crash(loop, s
 def test_a_stream_of_another_shape_is_one_clear_line(loop, server):
     chunk = {"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m"}
     server.add(Stream(reply("x")))
-    server.script[-1].events = [{**chunk, "choices": [{"index": 0, "delta": {"content": 5}, "finish_reason": None}]}]
+    server.script[-1].events = [
+        {**chunk, "choices": [{"index": 0, "delta": {"content": 5}, "finish_reason": None}]}
+    ]
     result = loop("go", stream=True)
     assert result.status == "api_error" and "not a chat completion stream" in result.text
 

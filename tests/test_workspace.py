@@ -19,11 +19,21 @@ from tools import ToolError, read_file, write_file
 # repository, and would obey its config (core.fsmonitor runs a command) whenever git runs there.
 @pytest.mark.parametrize(
     "order",
-    [["HEAD", "objects/info/x", "refs/heads/main"], ["refs/x", "HEAD", "objects/y"], ["sub/objects/a", "sub/refs/b",
-                                                                                        "sub/HEAD"],
-     ["x/objects/o", "x/refs/r", "x/config", "a/commondir", "a/HEAD"], ["a/HEAD", "a/commondir"]],
-    ids=["head-first", "head-second", "in-a-subfolder", "commondir-then-head", "head-then-commondir"],
-)  # fmt: skip
+    [
+        ["HEAD", "objects/info/x", "refs/heads/main"],
+        ["refs/x", "HEAD", "objects/y"],
+        ["sub/objects/a", "sub/refs/b", "sub/HEAD"],
+        ["x/objects/o", "x/refs/r", "x/config", "a/commondir", "a/HEAD"],
+        ["a/HEAD", "a/commondir"],
+    ],
+    ids=[
+        "head-first",
+        "head-second",
+        "in-a-subfolder",
+        "commondir-then-head",
+        "head-then-commondir",
+    ],
+)
 def test_write_file_refuses_to_complete_a_git_repository_in_any_folder(tmp_path, order):
     for path in order[:-1]:
         tools.write_file(path, "ref: refs/heads/main\n", workdir=tmp_path)
@@ -37,7 +47,10 @@ def test_write_file_refuses_to_complete_a_git_repository_in_any_folder(tmp_path,
 def test_commands_run_with_git_ignoring_a_bare_repository_it_was_not_pointed_to(tmp_path):
     bare = tmp_path / "planted"
     subprocess.run(["git", "init", "--bare", "-q", str(bare)], check=True)
-    subprocess.run(["git", "-C", str(bare), "config", "core.fsmonitor", f"touch {tmp_path / 'PWNED'}"], check=True)
+    subprocess.run(
+        ["git", "-C", str(bare), "config", "core.fsmonitor", f"touch {tmp_path / 'PWNED'}"],
+        check=True,
+    )
     output = tools.run_shell("cd planted && git status", workdir=tmp_path)
     assert "cannot use bare repository" in output and not (tmp_path / "PWNED").exists()
 
@@ -50,7 +63,11 @@ def test_write_file_keeps_the_replaced_files_group_and_mode(tmp_path):
     group = 4242 if os.geteuid() == 0 else os.getgid()  # root may give a file any group
     os.chown(target, -1, group)
     tools.write_file("shared.txt", "new", workdir=tmp_path)
-    assert (stat.S_IMODE(target.stat().st_mode), target.stat().st_gid, target.read_text()) == (0o640, group, "new")
+    assert (stat.S_IMODE(target.stat().st_mode), target.stat().st_gid, target.read_text()) == (
+        0o640,
+        group,
+        "new",
+    )
     tools.write_file("fresh.txt", "x", workdir=tmp_path)
     assert stat.S_IMODE((tmp_path / "fresh.txt").stat().st_mode) == 0o666 & ~tools.UMASK
 
@@ -114,7 +131,9 @@ def test_a_path_through_a_file_is_refused_in_one_line(workspace):
         write_file("file/inside.txt", "x", workdir=workspace)
 
 
-@pytest.mark.parametrize("path", [".env", "app/.env.local", ".git/config", "sub/.GIT/hooks/pre-commit", "a/../.Env"])
+@pytest.mark.parametrize(
+    "path", [".env", "app/.env.local", ".git/config", "sub/.GIT/hooks/pre-commit", "a/../.Env"]
+)
 def test_write_file_refuses_env_files_and_git_folders(tmp_path, path):
     with pytest.raises(ToolError, match="is configuration"):
         tools.write_file(path, "AGENT_BASE_URL=http://attacker\n", workdir=tmp_path)
@@ -154,7 +173,9 @@ def test_a_folder_swapped_for_a_symlink_during_writes_never_leads_outside(tmp_pa
     helper = subprocess.Popen([sys.executable, "-c", swapper, str(workspace), str(outside)])
     try:
         for i in range(2000):
-            with contextlib.suppress(ToolError, OSError):  # refused because the folder changed: right too
+            with contextlib.suppress(
+                ToolError, OSError
+            ):  # refused because the folder changed: right too
                 tools.write_file(f"sub/f{i}.txt", "x", workdir=workspace)
     finally:
         (workspace / "stop").write_text("")

@@ -13,11 +13,13 @@ import json
 import re
 import sys
 
-from text import clean_text, shorten, visible
+from realworld.guards import clean_text, shorten, visible
 
 # --- Arguments as models write them --------------------------------------------------------------
 
-FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)  # ```json ... ``` around the whole
+FENCE = re.compile(
+    r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S
+)  # ```json ... ``` around the whole
 
 
 def clean_arguments(raw) -> tuple[str, str | None]:
@@ -39,20 +41,34 @@ def clean_arguments(raw) -> tuple[str, str | None]:
         value = json.loads(raw)
     except (ValueError, RecursionError):  # RecursionError: nested thousands deep
         args, how = parse_sloppy(raw)
-        return (json.dumps(args, ensure_ascii=False), how) if args is not None else (json.dumps(raw), None)
-    if isinstance(value, str):  # encoded twice: a JSON string holding the object, or holding anything
+        return (
+            (json.dumps(args, ensure_ascii=False), how)
+            if args is not None
+            else (json.dumps(raw), None)
+        )
+    if isinstance(
+        value, str
+    ):  # encoded twice: a JSON string holding the object, or holding anything
         args, _ = parse_sloppy(value)
-        return (json.dumps(args, ensure_ascii=False), "arguments encoded twice") if args is not None else (raw, None)
+        return (
+            (json.dumps(args, ensure_ascii=False), "arguments encoded twice")
+            if args is not None
+            else (raw, None)
+        )
     return raw, None
 
 
 def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
     """A JSON object as small models write it, and how it was read; (None, None) if it is not one."""
     fenced = FENCE.match(text)
-    attempts = [(text, True, None), (text, False, "raw control characters (a newline or tab) inside a JSON string")]
+    attempts = [
+        (text, True, None),
+        (text, False, "raw control characters (a newline or tab) inside a JSON string"),
+    ]
     if fenced:
         attempts += [
-            (fenced.group(1), strict, "arguments wrapped in a Markdown code fence") for strict in (True, False)
+            (fenced.group(1), strict, "arguments wrapped in a Markdown code fence")
+            for strict in (True, False)
         ]
     for candidate, strict, how in attempts:
         try:
@@ -68,20 +84,32 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 # (family, opening tag, closing tag, where the shape comes from). A closing tag that no opening tag opened
 # ends thinking too: the template put the opening tag in the prompt (vLLM's deepseek_r1 reasoning parser).
 THINKING = [
-    ("Qwen3, QwQ, DeepSeek-R1 and its distills, GLM, Kimi, MiniMax", "<think>", "</think>",
-     "vLLM reasoning/deepseek_r1_reasoning_parser.py, qwen3_reasoning_parser.py"),
-    ("Magistral, Ministral 3", "[THINK]", "[/THINK]", "vLLM reasoning/mistral_reasoning_parser.py; mistral-common"),
+    (
+        "Qwen3, QwQ, DeepSeek-R1 and its distills, GLM, Kimi, MiniMax",
+        "<think>",
+        "</think>",
+        "vLLM reasoning/deepseek_r1_reasoning_parser.py, qwen3_reasoning_parser.py",
+    ),
+    (
+        "Magistral, Ministral 3",
+        "[THINK]",
+        "[/THINK]",
+        "vLLM reasoning/mistral_reasoning_parser.py; mistral-common",
+    ),
     ("Seed-OSS", "<seed:think>", "</seed:think>", "vLLM reasoning/seed_oss_reasoning_parser.py"),
     ("Command A Reasoning", "<|START_THINKING|>", "<|END_THINKING|>", "Cohere's chat template"),
-]  # fmt: skip
+]
 # gpt-oss's harmony format: the analysis channel is thinking, the final channel the answer (openai/harmony
 # docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With special tokens stripped
 # (a server that decodes with skip_special_tokens) the words run together: "analysis...assistantfinal...".
 HARMONY_ANALYSIS = re.compile(
     r"\s*(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(.*?)(?:<\|end\|>|$)", re.S
 )
-HARMONY_FINAL = re.compile(r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
-                           r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$", re.S)  # fmt: skip
+HARMONY_FINAL = re.compile(
+    r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
+    r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$",
+    re.S,
+)
 THINKING_TAGS = (*(opening for _f, opening, _c, _s in THINKING), "<|channel|>", "<|start|>")
 HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
 
@@ -129,19 +157,20 @@ def response(text: str) -> str:
     return text
 
 
-def no_answer(assistant: dict, thinking: str) -> str:
+def no_answer(msg, thinking: str) -> str:
     """Why an empty reply is no answer, with the end of the model's reasoning if it sent any."""
-    reasoning = (reasoning_of(assistant) or thinking).strip()
+    reasoning = (reasoning_of(msg) or thinking).strip()
     why = "the model ended without an answer (no text and no tool calls)"
     return f"{why}; its reasoning ended: …{shorten(reasoning[-300:], 300)}" if reasoning else why
 
 
-def reasoning_of(message: dict) -> str:
+def reasoning_of(message) -> str:
     """The reasoning a server sent in a field of its own: DeepSeek's reasoning_content, or reasoning
-    (vLLM, Ollama, OpenRouter)."""
+    (vLLM, Ollama, OpenRouter). message: the SDK's message, or a message as sent back."""
     for field in ("reasoning_content", "reasoning"):
-        if isinstance(message.get(field), str) and message[field].strip():
-            return message[field]
+        value = message.get(field) if isinstance(message, dict) else getattr(message, field, None)
+        if isinstance(value, str) and value.strip():
+            return value
     return ""
 
 
@@ -165,15 +194,18 @@ DS_BEGIN, DS_SEP, DS_END = (
     deepseek_token("tool", "call", "end"),
 )
 DS_CALLS = "|".join(
-    deepseek_token(*w) for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
+    deepseek_token(*w)
+    for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
 )
 # Bodies are read up to their closing tag or, where a model may leave it out, to the next opening tag or the end:
 # "(?:(?!<opening).)*?" stops at the next opening, so that text with thousands of unclosed ones reads in one pass.
 DSML = re.compile(
-    rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)", re.S
+    rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)",
+    re.S,
 )
 DSML_INVOKE = re.compile(
-    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>', re.S
+    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>',
+    re.S,
 )
 DSML_PARAMETER = re.compile(
     rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>(?:(?!<{B}DSML{B}parameter).)*?)'
@@ -185,24 +217,31 @@ MINIMAX_INVOKE = re.compile(
     r"""<invoke\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<body>(?:(?!<invoke).)*?)</invoke>""", re.S
 )
 MINIMAX_PARAMETER = re.compile(
-    r"""<parameter\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""", re.S
+    r"""<parameter\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""",
+    re.S,
 )
 TOOL_CALL = re.compile(r"<tool_call>\s*")
 TOOL_CALL_END = re.compile(r"\s*(?:</tool_call>|$)")
-XML_FUNCTION = re.compile(r"<function=(?P<name>[^>\n]+)>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S)
+XML_FUNCTION = re.compile(
+    r"<function=(?P<name>[^>\n]+)>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S
+)
 # A parameter ends at its closing tag, or where the next begins or the function ends (vLLM qwen3coder_tool_parser.py).
 XML_PARAMETER = re.compile(
-    r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)", re.S
+    r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)",
+    re.S,
 )
 GLM = re.compile(
-    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]+)(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)", re.S
+    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]+)(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)",
+    re.S,
 )
 GLM_ARGUMENT = re.compile(
     r"<arg_key>(?P<name>(?:(?!<arg_key>).)*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>(?:(?!<arg_key>).)*?)</arg_value>",
     re.S,
 )
 KIMI = re.compile(r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*")
-KIMI_ARGUMENTS = re.compile(r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S)
+KIMI_ARGUMENTS = re.compile(
+    r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S
+)
 DEEPSEEK_V3 = re.compile(
     rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]+)|<(?P<bare>[^>\n]+)>)\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
     rf"\s*(?:{DS_END}|$)",
@@ -216,7 +255,9 @@ HARMONY = re.compile(
 HARMONY_GLUED_CALL = re.compile(
     r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]+)\s*(?:<\|constrain\|>)?(?:json)?\s*"
 )
-MISTRAL_NAME = re.compile(r'\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])')
+MISTRAL_NAME = re.compile(
+    r'\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])'
+)
 BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?=\{)")
 PYTHONIC_LINES = re.compile(r"(?P<calls>(?:[A-Za-z_]\w*\(.*\)\s*)+?)(?:</function_calls>|$)", re.S)
 
@@ -238,7 +279,11 @@ def text_call(name, arguments) -> dict | None:
         return None
     try:
         arguments = json.dumps(arguments, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):  # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
+    except (
+        TypeError,
+        ValueError,
+        RecursionError,
+    ):  # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
         return None
     return {"type": "function", "function": {"name": name.strip(), "arguments": arguments}}
 
@@ -249,7 +294,9 @@ def named_object(value) -> dict | None:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     arguments = value.get("arguments", value.get("parameters"))
-    if arguments is None or (isinstance(arguments, dict) and {"type", "properties"} <= set(arguments)):
+    if arguments is None or (
+        isinstance(arguments, dict) and {"type", "properties"} <= set(arguments)
+    ):
         return None
     return text_call(value["name"], arguments)
 
@@ -273,7 +320,9 @@ def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
         args = {}
         for p in parameters:
             value = p.group("value")
-            if 'string="false"' in p.groupdict().get("attrs", ""):  # DeepSeek marks a value that is not text
+            if 'string="false"' in p.groupdict().get(
+                "attrs", ""
+            ):  # DeepSeek marks a value that is not text
                 value = (json_at(value.strip(), 0) or [None])[0]
             args[p.group("name").strip()] = value
         calls.append(text_call(each.group("name"), args) if None not in args.values() else None)
@@ -284,7 +333,9 @@ def read_dsml(text: str, at: int):
     block = DSML.match(text, at) or MINIMAX.match(text, at)
     if not block:
         return None
-    pair = (DSML_INVOKE, DSML_PARAMETER) if block.re is DSML else (MINIMAX_INVOKE, MINIMAX_PARAMETER)
+    pair = (
+        (DSML_INVOKE, DSML_PARAMETER) if block.re is DSML else (MINIMAX_INVOKE, MINIMAX_PARAMETER)
+    )
     return invokes(block.group("body"), *pair), block.end()
 
 
@@ -297,9 +348,13 @@ def read_tool_call(text: str, at: int):
         found = read_function(text, opening.end())
         close = found and TOOL_CALL_END.match(text, found[1])
         return close and (found[0], close.end())
-    if text.startswith(("{", "["), opening.end()):  # read as JSON: a </tool_call> in a value is the value's
+    if text.startswith(
+        ("{", "["), opening.end()
+    ):  # read as JSON: a </tool_call> in a value is the value's
         found = json_at(text, opening.end())
-        close = found and TOOL_CALL_END.match(text, found[1])  # then the closing tag, or the end of the text
+        close = found and TOOL_CALL_END.match(
+            text, found[1]
+        )  # then the closing tag, or the end of the text
         if not close:
             return None
         values = found[0] if isinstance(found[0], list) else [found[0]]
@@ -324,7 +379,9 @@ def read_function(text: str, at: int):
     if parameters is None:
         return None
     return [
-        text_call(block.group("name"), {p.group("name").strip(): p.group("value") for p in parameters})
+        text_call(
+            block.group("name"), {p.group("name").strip(): p.group("value") for p in parameters}
+        )
     ], block.end()
 
 
@@ -337,7 +394,9 @@ def read_kimi(text: str, at: int):
     found = json_at(text, call.end())
     if found:
         end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
-        return [text_call(name, found[0])], end + len("<|tool_call_end|>") * text.startswith("<|tool_call_end|>", end)
+        return [text_call(name, found[0])], end + len("<|tool_call_end|>") * text.startswith(
+            "<|tool_call_end|>", end
+        )
     arguments = KIMI_ARGUMENTS.match(text, call.end())
     return ([text_call(name, arguments.group("arguments"))], arguments.end()) if arguments else None
 
@@ -345,7 +404,9 @@ def read_kimi(text: str, at: int):
 def read_deepseek(text: str, at: int):
     call = DEEPSEEK_V3.match(text, at)
     if call:
-        return [text_call(call.group("name") or call.group("bare"), call.group("arguments"))], call.end()
+        return [
+            text_call(call.group("name") or call.group("bare"), call.group("arguments"))
+        ], call.end()
     call = DEEPSEEK_V31.match(text, at)
     found = json_at(text, call.end()) if call else None
     if not found:
@@ -363,7 +424,9 @@ def read_mistral(text: str, at: int):
     if text.startswith("[", at):
         found = json_at(text, at)
         return (
-            ([named_object(v) for v in found[0]] or [None], found[1]) if found and isinstance(found[0], list) else None
+            ([named_object(v) for v in found[0]] or [None], found[1])
+            if found and isinstance(found[0], list)
+            else None
         )
     named = MISTRAL_NAME.match(text, at)
     found = json_at(text, named.end()) if named else None
@@ -374,7 +437,9 @@ def read_harmony(text: str, at: int):
     """A gpt-oss message addressed to a tool: its recipient in the header, its arguments after <|message|>."""
     header = HARMONY.match(text, at) or HARMONY_GLUED_CALL.match(text, at)
     name = header and (
-        header.groupdict().get("name") or header.groupdict().get("to") or header.groupdict().get("role_to")
+        header.groupdict().get("name")
+        or header.groupdict().get("to")
+        or header.groupdict().get("role_to")
     )
     found = json_at(text, header.end()) if name else None
     if not found:
@@ -406,8 +471,13 @@ def read_pythonic(text: str, at: int):
     if text.startswith("[", at):
         end = text.rfind("]") + 1
         source = text[at:end]
-    elif text[:at].rstrip().endswith("<function_calls>") and (lines := PYTHONIC_LINES.match(text, at)):
-        end, source = lines.end("calls"), "[" + ",".join(lines.group("calls").split("\n")).strip(",") + "]"
+    elif text[:at].rstrip().endswith("<function_calls>") and (
+        lines := PYTHONIC_LINES.match(text, at)
+    ):
+        end, source = (
+            lines.end("calls"),
+            "[" + ",".join(lines.group("calls").split("\n")).strip(",") + "]",
+        )
     else:
         return None
     try:
@@ -441,40 +511,75 @@ def literal(node):
 # (family, where its shape comes from, the markup that opens it, its reader). A reader also reads a bare block
 # (no opening markup) at the start of the text or after an ANNOUNCING token.
 FAMILIES = [
-    ("DeepSeek V3.2 DSML", "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
-     rf"<{B}DSML{B}(?:function_calls|tool_calls)>", read_dsml),
-    ("MiniMax-M2", "vLLM tool_parsers/minimax_m2_tool_parser.py", r"<minimax:tool_call>", read_dsml),
-    ("Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); Granite 3.1 (list)",
-     "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, glm4_moe_tool_parser.py, "
-     "glm47_moe_tool_parser.py, granite_tool_parser.py", r"<tool_call>", read_tool_call),
-    ("Qwen3-Coder without its wrapper; Llama 3.1's <function=NAME>{json}",
-     "vLLM tool_parsers/qwen3coder_tool_parser.py; Meta's Llama 3.1 prompt format",
-     r"<function=[^>\n]+>", read_function),
-    ("Kimi K2", "vLLM tool_parsers/kimi_k2_tool_parser.py; MoonshotAI/Kimi-K2 docs/tool_call_guidance.md",
-     r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>", read_kimi),
-    ("DeepSeek V3, R1 and V3.1", "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
-     "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
-     rf"{DS_CALLS}|{DS_BEGIN}", read_deepseek),
-    ("Mistral, Mixtral, Nemo, Small, Magistral, Devstral", "vLLM tool_parsers/mistral_tool_parser.py; "
-     "mistral-common tokens/tokenizers/instruct.py", r"\[TOOL_CALLS\]", read_mistral),
-    ("gpt-oss (harmony)", "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
-     r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=",
-     read_harmony),
-    ("Llama 3.x JSON; Granite 3.0; Mistral, xLAM and Phi-4-mini with their tokens stripped",
-     "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, "
-     "phi4mini_tool_parser.py",
-     r"<\|python_tag\|>|functools(?=\[)|<\|tool_call\|>", read_json),
-    ("Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
-     "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py",
-     r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>", read_pythonic),
-]  # fmt: skip
+    (
+        "DeepSeek V3.2 DSML",
+        "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
+        rf"<{B}DSML{B}(?:function_calls|tool_calls)>",
+        read_dsml,
+    ),
+    (
+        "MiniMax-M2",
+        "vLLM tool_parsers/minimax_m2_tool_parser.py",
+        r"<minimax:tool_call>",
+        read_dsml,
+    ),
+    (
+        "Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); Granite 3.1 (list)",
+        "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, glm4_moe_tool_parser.py, "
+        "glm47_moe_tool_parser.py, granite_tool_parser.py",
+        r"<tool_call>",
+        read_tool_call,
+    ),
+    (
+        "Qwen3-Coder without its wrapper; Llama 3.1's <function=NAME>{json}",
+        "vLLM tool_parsers/qwen3coder_tool_parser.py; Meta's Llama 3.1 prompt format",
+        r"<function=[^>\n]+>",
+        read_function,
+    ),
+    (
+        "Kimi K2",
+        "vLLM tool_parsers/kimi_k2_tool_parser.py; MoonshotAI/Kimi-K2 docs/tool_call_guidance.md",
+        r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>",
+        read_kimi,
+    ),
+    (
+        "DeepSeek V3, R1 and V3.1",
+        "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
+        "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
+        rf"{DS_CALLS}|{DS_BEGIN}",
+        read_deepseek,
+    ),
+    (
+        "Mistral, Mixtral, Nemo, Small, Magistral, Devstral",
+        "vLLM tool_parsers/mistral_tool_parser.py; mistral-common tokens/tokenizers/instruct.py",
+        r"\[TOOL_CALLS\]",
+        read_mistral,
+    ),
+    (
+        "gpt-oss (harmony)",
+        "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
+        r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=",
+        read_harmony,
+    ),
+    (
+        "Llama 3.x JSON; Granite 3.0; Mistral, xLAM and Phi-4-mini with their tokens stripped",
+        "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, "
+        "phi4mini_tool_parser.py",
+        r"<\|python_tag\|>|functools(?=\[)|<\|tool_call\|>",
+        read_json,
+    ),
+    (
+        "Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
+        "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py",
+        r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>",
+        read_pythonic,
+    ),
+]
 OPENINGS = [(family, re.compile(opening), reader) for family, _source, opening, reader in FAMILIES]
 OPENING = re.compile("|".join(f"(?:{opening})" for _f, _s, opening, _r in FAMILIES))
 # Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section ends, the
 # end-of-turn tokens a server that did not stop on them leaves in, Llama's separators between JSON calls).
-ANNOUNCING = (
-    r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|<\|tool_call\|>"
-)
+ANNOUNCING = r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|<\|tool_call\|>"
 END_OF_SENTENCE = deepseek_token("end", "of", "sentence")
 BETWEEN = re.compile(
     rf"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|{DS_CALLS}|{END_OF_SENTENCE}|<\|im_end\|>|<\|eot_id\|>|"
@@ -509,10 +614,15 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
         calls, family = read_calls(rest, start, known, bare=start == starts[0])
         if calls:
             names = ", ".join(c["function"]["name"] for c in calls)
-            happened = f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real calls; " + (
-                "DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX
+            happened = (
+                f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real calls; "
+                + (
+                    "DeepSeek's API sometimes does this, nothing to set"
+                    if "DSML" in family
+                    else SERVER_FIX
+                )
             )
-            return calls, content[: offset + start].rstrip(), [happened]  # fmt: skip
+            return calls, content[: offset + start].rstrip(), [happened]
     return [], content, []
 
 
@@ -527,8 +637,10 @@ def quoted(text: str, at: int) -> bool:
     return sentence.endswith(":") and bool(QUOTING.search(sentence))
 
 
-SERVER_FIX = ("the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
-              "--tool-call-parser for the model (docs/servers.md)")  # fmt: skip
+SERVER_FIX = (
+    "the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
+    "--tool-call-parser for the model (docs/servers.md)"
+)
 
 
 def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
@@ -538,7 +650,9 @@ def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
     while True:
         between = BETWEEN.match(text, at)
         at = between.end() if between else at
-        bare = bare or bool(between and re.search(ANNOUNCING, text[between.start() : at + 1]))  # <|python_tag|>{
+        bare = bare or bool(
+            between and re.search(ANNOUNCING, text[between.start() : at + 1])
+        )  # <|python_tag|>{
         if at >= len(text):
             break
         for name, opening, reader in OPENINGS:
@@ -565,10 +679,14 @@ def first_opening(text: str) -> int | None:
 def outside_code(text: str):
     """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline` code, and lines
     indented as code or quoted with >. The fences and spans are found once, for all the positions tested."""
-    fences = [m.start() for m in FENCE_LINE.finditer(text)]  # an even number before a position: not in a block
+    fences = [
+        m.start() for m in FENCE_LINE.finditer(text)
+    ]  # an even number before a position: not in a block
     inline = [m.span() for m in INLINE_CODE.finditer(text)]
     return lambda at: (
-        bisect.bisect(fences, at) % 2 == 0 and not indented(text, at) and not any(a <= at < b for a, b in inline)
+        bisect.bisect(fences, at) % 2 == 0
+        and not indented(text, at)
+        and not any(a <= at < b for a, b in inline)
     )
 
 

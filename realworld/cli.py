@@ -11,11 +11,9 @@ import signal
 import sys
 
 import config
-import servers
-import tools
-import transcripts
-from agent import SYSTEM_PROMPT, Outcome, answer_pending, end, run
-from text import say, visible
+from agent import SYSTEM_PROMPT, Outcome, close_open_calls, run
+from realworld import processes, replies, sandbox, transcripts
+from realworld.guards import say, visible
 
 EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other status: 3, no answer
 
@@ -33,8 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     before a task began, ends it quietly; a turn under way handles them itself (turn())."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return command(argv)
-    except BrokenPipeError:  # what read stdout has gone (| head): a quiet exit, as other programs make
+        status = command(argv)
+        if sys.stdout:  # a closed stdout is found here, not at exit, where Python would exit 120
+            sys.stdout.flush()
+        return status
+    except BrokenPipeError:  # what read stdout has gone (| head): a quiet exit, as others make
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13  # as if killed by SIGPIPE
     except KeyboardInterrupt as e:
@@ -51,19 +52,28 @@ def command(argv: list[str] | None) -> int:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume
         recorded = transcripts.read(source) if source else []
-    except (OSError, ValueError) as e:  # a bad setting (ConfigError), or a transcript that cannot be read
-        say(f"agent: {e}" if isinstance(e, config.ConfigError) else f"agent: cannot read the transcript: {e}")
+    except (
+        OSError,
+        ValueError,
+    ) as e:  # a bad setting (ConfigError), or a transcript that cannot be read
+        say(
+            f"agent: {e}"
+            if isinstance(e, config.ConfigError)
+            else f"agent: cannot read the transcript: {e}"
+        )
         return 2
     if options.show:
         transcripts.show(recorded, SYSTEM_PROMPT)
         return 0
-    if config.SANDBOX and (problem := tools.sandbox_problem()):  # never silently unsandboxed
+    if config.SANDBOX and (problem := sandbox.problem()):  # never silently unsandboxed
         say(f"agent: {problem}")
         return 2
-    if not options.replay and not config.API_KEY and not servers.is_loopback(options.base_url):
-        say(f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
+    if not options.replay and not config.API_KEY and not replies.is_loopback(options.base_url):
+        say(
+            f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
             "or in .env; .env.example shows how. No key yet? Try the loop on a recorded run: "
-            "python agent.py --replay examples/lesson-01.jsonl")  # fmt: skip
+            "python agent.py --replay examples/lesson-01.jsonl"
+        )
         return 2
     task = read_task(options, recorded)
     if not task and not sys.stdin.isatty():
@@ -75,7 +85,10 @@ def command(argv: list[str] | None) -> int:
     except (OSError, transcripts.TranscriptError) as e:
         say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
         return 2
-    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # a closed terminal, kill, systemd
+    for number in (
+        signal.SIGTERM,
+        getattr(signal, "SIGHUP", None),
+    ):  # a closed terminal, kill, systemd
         if number:
             signal.signal(number, stop_on_signal)
     try:
@@ -84,7 +97,7 @@ def command(argv: list[str] | None) -> int:
         say(f"agent: {e}; the run was stopped")
         return 1
     finally:
-        tools.end_all()  # a command's background processes end with the agent
+        processes.stop_all()  # a command's background processes end with the agent
         with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost
             transcript.close()
 
@@ -92,49 +105,73 @@ def command(argv: list[str] | None) -> int:
 def converse(options, task: str, recorded: list[dict], transcript) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the exit status."""
     replay = transcripts.Replay(recorded, options.replay) if options.replay else None
-    client = replay or servers.make_client(options.base_url, config.API_KEY, config.TIMEOUT)
+    where = replay.base_url if replay else options.base_url
+    if replay:
+        client = replies.Client(replay, options.stream, options.trace)
+    else:
+        client = replies.make_client(options.stream, options.trace, options.base_url)
     if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
         say(f"lesson: {recorded[0]['note']}")
     if replay and (other := replay.other_task(task)):
         say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
-    where = replay.base_url if replay else options.base_url
-    settings = {"model": options.model, "base_url": where, "workspace": str(options.workdir.resolve())}
-    messages = transcripts.start(recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript)
-    answer_pending(messages, transcripts.UNANSWERED, transcript)  # a resumed run that was killed mid-step
-    say(f"{options.model} at {where}, working in {options.workdir}{tools.sandbox_mode()}; "
-        f"transcript: {transcript.name}")  # fmt: skip
-    if not replay and config.API_KEY and where.startswith("http://") and not servers.is_loopback(where):
-        say(f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours")
-    status, used = 0, []
+    settings = {
+        "model": options.model,
+        "base_url": where,
+        "workspace": str(options.workdir.resolve()),
+    }
+    messages = transcripts.start(
+        recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript
+    )
+    close_open_calls(messages, transcripts.UNANSWERED, transcript)  # a resumed run killed mid-step
+    say(
+        f"{options.model} at {where}, working in {options.workdir}{sandbox.mode()}; "
+        f"transcript: {transcript.name}"
+    )
+    if (
+        not replay
+        and config.API_KEY
+        and where.startswith("http://")
+        and not replies.is_loopback(where)
+    ):
+        say(
+            f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours"
+        )
+    status = 0
     for each in [task] if task else tasks():
         outcome = turn(each, messages, options, client, transcript)
-        used += outcome.used
         status = EXIT_STATUS.get(outcome.status, 3)
-        if outcome.status == "answered" and not (options.stream and sys.stdout.isatty() and not replay):  # printed
-            print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)  # piped: as written
-    if used:
-        say(f"total: {servers.describe_tokens(servers.total_tokens(used))}")
+        if outcome.status == "answered" and not (
+            options.stream and sys.stdout.isatty() and not replay
+        ):  # printed
+            print(
+                visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True
+            )  # piped: as written
+    if client.tokens:
+        say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens))}")
     if replay:
         replay.report(transcript)
     return status if task else 0  # typed tasks: the session ended as asked
 
 
 def turn(task: str, messages: list[dict], options, client, transcript) -> Outcome:
-    """Run one task. Ctrl-C or a replay that runs out ends the turn; SIGTERM and SIGHUP end the agent too."""
+    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered every
+    call and recorded the end before the interruption reaches here."""
     try:
-        return run(task, messages, client=client, model=options.model, max_steps=options.max_steps,
-                   workdir=options.workdir, yes=options.yes, stream=options.stream, trace=options.trace,
-                   transcript=transcript)  # fmt: skip
-    except transcripts.ReplayEnded as e:
-        answer_pending(messages, f"not run: {e}", transcript)
-        return end(transcript, "replay_ended", f"{e}; this run needs more steps than were recorded", [])
+        return run(
+            task,
+            messages,
+            client=client,
+            model=options.model,
+            max_steps=options.max_steps,
+            workdir=options.workdir,
+            yes=options.yes,
+            transcript=transcript,
+        )
     except KeyboardInterrupt as e:  # tools.run_shell has already ended a running command
-        answer_pending(messages, "interrupted by the user", transcript)
-        transcripts.record(transcript, "turn/end", status="interrupted")
         if isinstance(e, Stopped):
             raise
         say("\nagent: interrupted")
-        return Outcome("interrupted", "interrupted by the user", [])
+        return Outcome("interrupted", "interrupted by the user")
 
 
 def tasks():
@@ -149,7 +186,9 @@ def tasks():
             say("")
             continue
         if not line or line.strip() == "exit":
-            say("", end="" if line else "\n")  # Ctrl-D: the shell's prompt then starts a line of its own
+            say(
+                "", end="" if line else "\n"
+            )  # Ctrl-D: the shell's prompt then starts a line of its own
             return
         if line.strip():
             yield line.strip()

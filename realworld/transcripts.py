@@ -14,9 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import config
-import servers
-from text import say, shorten, visible
-from tools import TOOLS
+from realworld import replies
+from realworld.guards import say, shorten, visible
 
 # The fields each event needs for --show, --replay and --resume.
 EVENT_FIELDS = {
@@ -36,7 +35,12 @@ def record(transcript, event: str, **fields) -> None:
     """Append one event to the transcript (an open file, or None for none) and flush it."""
     if transcript:
         write(
-            transcript, {"type": event, "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **fields}
+            transcript,
+            {
+                "type": event,
+                "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                **fields,
+            },
         )
 
 
@@ -46,7 +50,9 @@ def write(transcript, event: dict) -> None:
         transcript.write(json.dumps(event, ensure_ascii=False) + "\n")
         transcript.flush()
     except OSError as e:
-        raise TranscriptError(f"cannot write the transcript {transcript.name}: {e.strerror}") from None
+        raise TranscriptError(
+            f"cannot write the transcript {transcript.name}: {e.strerror}"
+        ) from None
 
 
 def record_message(transcript, message: dict, **details) -> None:
@@ -56,7 +62,13 @@ def record_message(transcript, message: dict, **details) -> None:
     elif message["role"] == "assistant":
         record(transcript, "assistant/message", message=message, **details)
     else:
-        record(transcript, "tool/result", call_id=message["tool_call_id"], content=message["content"], **details)
+        record(
+            transcript,
+            "tool/result",
+            call_id=message["tool_call_id"],
+            content=message["content"],
+            **details,
+        )
 
 
 def open_file(path: Path | None, mode: str = "x"):
@@ -74,9 +86,13 @@ def open_file(path: Path | None, mode: str = "x"):
         lock(fd)
     except OSError:
         os.close(fd)
-        raise TranscriptError(f"{path} is in use by another agent; wait until it ends, or resume a copy") from None
+        raise TranscriptError(
+            f"{path} is in use by another agent; wait until it ends, or resume a copy"
+        ) from None
     # backslashreplace: a lone surrogate (a task typed with invalid bytes) is written as a JSON escape.
-    return open(path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd)  # .name: the path
+    return open(
+        path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd
+    )  # .name: the path
 
 
 def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
@@ -86,7 +102,9 @@ def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
         return open_file(resume, "a")
     transcript = open_file(path, "x")
     if resume:
-        say(f"agent: {resume} is a lesson and stays as it is; this conversation goes on in {transcript.name}")
+        say(
+            f"agent: {resume} is a lesson and stays as it is; this conversation goes on in {transcript.name}"
+        )
         for event in recorded:
             write(transcript, event)
     return transcript
@@ -102,7 +120,9 @@ def lock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def start(recorded: list[dict] | None, settings: dict, system_prompt: str, transcript) -> list[dict]:
+def start(
+    recorded: list[dict] | None, settings: dict, system_prompt: str, transcript
+) -> list[dict]:
     """The messages to start from: a new conversation's, or those of a recorded one to resume. A resumed
     conversation gets this agent's system prompt: a shared transcript may carry other instructions."""
     if recorded is None:
@@ -110,11 +130,15 @@ def start(recorded: list[dict] | None, settings: dict, system_prompt: str, trans
         return [{"role": "system", "content": system_prompt}]
     record(transcript, "run/resume", **settings)
     messages = rebuild(recorded)
-    if not messages or messages[0]["role"] != "system":  # a transcript written by hand may have no run/start
+    if (
+        not messages or messages[0]["role"] != "system"
+    ):  # a transcript written by hand may have no run/start
         messages.insert(0, {"role": "system", "content": system_prompt})
     elif messages[0]["content"] != system_prompt:
-        say("agent: the transcript's system prompt is not this agent's own (--show prints it); "
-            "the conversation goes on with this agent's")  # fmt: skip
+        say(
+            "agent: the transcript's system prompt is not this agent's own (--show prints it); "
+            "the conversation goes on with this agent's"
+        )
         messages[0] = {"role": "system", "content": system_prompt}
     return messages
 
@@ -129,16 +153,22 @@ def read(path: Path) -> list[dict]:
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):
-            if number == lines[-1][0] and not line.endswith("\n"):  # a run killed while writing its last line
+            if number == lines[-1][0] and not line.endswith(
+                "\n"
+            ):  # a run killed while writing its last line
                 say(f"agent: {path}, line {number}: cut off, skipped")
                 continue
             raise ValueError(f"{path}, line {number}: not JSON") from None
         kind = event.get("type") if isinstance(event, dict) else None
         needed = EVENT_FIELDS.get(kind, ()) if isinstance(kind, str) else None
         if needed is None or any(field not in event for field in needed):
-            raise ValueError(f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}")
+            raise ValueError(
+                f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}"
+            )
         if bad_field(event):
-            raise ValueError(f"{path}, line {number}: {bad_field(event)} is not of the form a transcript records")
+            raise ValueError(
+                f"{path}, line {number}: {bad_field(event)} is not of the form a transcript records"
+            )
         events.append(event)
     return events
 
@@ -146,7 +176,9 @@ def read(path: Path) -> list[dict]:
 def bad_field(event: dict) -> str | None:
     """The first needed field of an event that holds something else than the agent records there, or None."""
     if event["type"] != "assistant/message":
-        return next((f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None)
+        return next(
+            (f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None
+        )
     message = event["message"]
     if (
         not isinstance(message, dict)
@@ -163,7 +195,11 @@ def bad_field(event: dict) -> str | None:
 def is_call(call) -> bool:
     """Whether call is a tool call as the agent sends it back: an id, a function name and arguments, all text."""
     function = call.get("function") if isinstance(call, dict) else None
-    strings = [call.get("id"), function.get("name"), function.get("arguments")] if isinstance(function, dict) else []
+    strings = (
+        [call.get("id"), function.get("name"), function.get("arguments")]
+        if isinstance(function, dict)
+        else []
+    )
     return bool(strings) and all(isinstance(value, str) for value in strings)
 
 
@@ -178,7 +214,9 @@ def rebuild(events: list[dict]) -> list[dict]:
         elif event["type"] == "assistant/message":
             messages.append(event["message"])
         elif event["type"] == "tool/result":
-            messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]})
+            messages.append(
+                {"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]}
+            )
     return messages
 
 
@@ -189,8 +227,10 @@ UNANSWERED = (
 )
 
 
-class ReplayEnded(Exception):
+class ReplayEnded(replies.RequestFailed):
     """The run asked for more replies than the transcript recorded."""
+
+    status = "replay_ended"
 
 
 class Replay:
@@ -207,13 +247,19 @@ class Replay:
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], **request):
-        step = len([m for m in messages if m["role"] == "assistant"])  # replies given so far in this run
+        step = len(
+            [m for m in messages if m["role"] == "assistant"]
+        )  # replies given so far in this run
         if 0 < step <= len(self.steps):
             self.compare(self.steps[step - 1][1], messages, step)
         if step >= len(self.steps):
-            raise ReplayEnded("the transcript has no more recorded replies")
+            raise ReplayEnded(
+                "the transcript has no more recorded replies; this run needs more steps than were recorded"
+            )
         event = self.steps[step][0]
-        return servers.completion(event["message"], event.get("finish_reason"), event.get("usage"), model)
+        return replies.completion(
+            event["message"], event.get("finish_reason"), event.get("usage"), model, replayed=True
+        )
 
     def compare(self, recorded: list[dict], messages: list[dict], step: int) -> None:
         """Say which tool results of this step differ from the recording, and keep them in diverged."""
@@ -223,8 +269,14 @@ class Replay:
             if content != event["content"]:
                 shown = f"recorded: {shorten(event['content'], 80)!r}, now {shorten(content, 80)!r}"
                 say(f"replay: step {step}: {event['name']} gave another result than {shown}")
-                self.diverged.append({"step": step, "call_id": event["call_id"], "recorded": event["content"],
-                                      "now": content})  # fmt: skip
+                self.diverged.append(
+                    {
+                        "step": step,
+                        "call_id": event["call_id"],
+                        "recorded": event["content"],
+                        "now": content,
+                    }
+                )
 
     def report(self, transcript) -> None:
         """At the end: record each result that differed, and say after which step the replies no longer fit."""
@@ -232,7 +284,9 @@ class Replay:
             record(transcript, "replay/diverged", **divergence)
         if self.diverged:
             step = self.diverged[0]["step"]
-            say(f"replay: the recorded replies after step {step} were written for other tool results")
+            say(
+                f"replay: the recorded replies after step {step} were written for other tool results"
+            )
 
     def other_task(self, task: str) -> str:
         """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
@@ -279,17 +333,11 @@ def shown(events: list[dict], system_prompt: str):
                 yield f"\nassistant: {message['content']}"
             for call in message.get("tool_calls", []):
                 yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
-            used.append(servers.count_tokens(event.get("usage")))
+            used.append(replies.count_tokens(event.get("usage")))
         elif kind == "tool/result":
             yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
         elif kind == "turn/end":
-            yield f"[turn ended: {event['status']}" + (f": {event['error']}]" if event.get("error") else "]")
-    yield f"[total: {servers.describe_tokens(servers.total_tokens(used))}]"
-
-
-def trace_request(model: str, messages: list[dict]) -> None:
-    """--trace: what this request adds to the conversation (the rest was sent before)."""
-    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
-    names = ", ".join(t["function"]["name"] for t in TOOLS)
-    say(f"── request: model {model}, tools {names}, {len(messages)} messages; new since the last request:")
-    say(json.dumps(messages[last:], indent=2, ensure_ascii=False))
+            yield f"[turn ended: {event['status']}" + (
+                f": {event['error']}]" if event.get("error") else "]"
+            )
+    yield f"[total: {replies.describe_tokens(replies.total_tokens(used))}]"

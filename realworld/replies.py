@@ -1,14 +1,17 @@
-"""What real servers send, and how the agent copes with it.
+"""The client run() talks to: what real servers send, made into the reply the lesson expects.
 
-agent.py is written for the protocol as documented; this file holds what real servers need
-around the one call agent.py makes, each piece with the server or model that needs it named:
-a time limit for the whole request, a stream put together, errors in the provider's words, and
-the reply made into a message every server accepts back. How model families write tool calls
-and thinking as text is in dialects.py. The rules the agent keeps are listed, numbered, in the
-docs/servers.md. A learner can skip this file at first.
+agent.py calls client.chat.completions.create(...) as the SDK documents it. The Client below answers
+that call with a ChatCompletion that is already whole and honest, whatever the server did:
+- a stream put together (its text printed as it comes), and a time limit for the whole request;
+- a failure raised as one exception, RequestFailed, whose message is one line in the provider's words;
+- a tool call the model wrote as text recovered into msg.tool_calls (dialects.py), its arguments
+  valid JSON, its id unique, at most MAX_CALLS of them;
+- msg as it goes back: every field the server sent (rule 2), content a string, never null (rule 1).
+What the server sent raw is printed by --trace; what was repaired is in resp.repairs. The rules are
+numbered in docs/servers.md. A learner can skip this file at first.
 
-The openai package is imported inside the functions that use it, so that --help, --show
-and a usage error start without loading it.
+The openai package is imported inside the functions that use it, so that --help, --show and a usage
+error start without loading it.
 """
 
 import ipaddress
@@ -17,29 +20,111 @@ import json
 import re
 import time
 import uuid
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
-import dialects
-from text import blank, clean_text, say, shorten
+import config
+from realworld import dialects
+from realworld.guards import clean_text, hide_key, say, shorten
 from tools import TOOL_MAP
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
-OUTPUT_RETRIES = 2  # new tries when the provider says the model's output, not the request, was malformed
+OUTPUT_RETRIES = (
+    2  # new tries when the provider says the model's output, not the request, was malformed
+)
 PROMPT_CUT = (
-    "the server counted fewer prompt tokens than on the step before, though the conversation only grew: "
-    "it is cutting the start of the prompt (system prompt and task first). Give the model a larger "
-    "context window (Ollama: OLLAMA_CONTEXT_LENGTH=32768 ollama serve, or num_ctx in a Modelfile)."
+    "the server counted fewer prompt tokens than on the step before, though the conversation only "
+    "grew: it is cutting the start of the prompt (system prompt and task first). Give the model a "
+    "larger context window (Ollama: OLLAMA_CONTEXT_LENGTH=32768 ollama serve, or num_ctx in a "
+    "Modelfile)."
 )
 
 
 class RequestFailed(Exception):
-    """The server gave no usable reply; the message says why in a line or two, for the person."""
+    """The server gave no usable reply; the message says why in a line or two, for the person.
+    status: how the run ends, as the transcript's turn/end records it."""
+
+    status = "api_error"
 
 
-# --- The client: a time limit for the whole of one request ---------------------------------------
+# --- The client ------------------------------------------------------------------------------
 
 
-def make_client(base_url: str, api_key: str, timeout: float):
+class Client:
+    """client.chat.completions.create(...) as the SDK answers it, made whole and honest (see above).
+
+    inner: an openai.OpenAI, or a replay of a transcript. stream: ask for a stream and print its text
+    as it comes. trace: print each request and the raw reply. tokens: each reply's token counts."""
+
+    def __init__(self, inner, stream: bool = False, trace: bool = False):
+        self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
+        self.base_url = str(getattr(inner, "base_url", ""))
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+    def create(self, *, model: str, messages: list[dict], tools: list[dict], **request):
+        """The reply to messages, whole, with the message to send back as its choice's message."""
+        if self.stream:
+            request |= {"stream": True, "stream_options": {"include_usage": True}}
+        if self.trace:
+            trace_request(model, messages, tools)
+        started = time.monotonic()
+        create = self.inner.chat.completions.create
+        raw = ask(
+            lambda: create(model=model, messages=messages, tools=tools, **request),
+            self.base_url,
+            model,
+        )
+        # The server's time alone, not the tools' or a debugger's; a replay has none.
+        latency_ms = (
+            None if getattr(raw, "replayed", False) else round((time.monotonic() - started) * 1000)
+        )
+        if self.trace:
+            say(
+                f"── response (raw JSON)\n{hide_key(raw.model_dump_json(indent=2, warnings=False))}"
+            )
+        message, repairs = reply_message(raw.choices[0].message, messages)
+        self.tokens.append(count_tokens(usage_of(raw)))
+        if prompt_first_cut(self.tokens):
+            say(f"agent: warning: {PROMPT_CUT}")
+        return completion(
+            message,
+            raw.choices[0].finish_reason,
+            usage_of(raw),
+            model,
+            repairs=repairs,
+            latency_ms=latency_ms,
+        )
+
+
+def make_client(stream: bool = False, trace: bool = False, base_url: str | None = None) -> Client:
+    """The Client for the server the settings name (AGENT_BASE_URL, AGENT_API_KEY, AGENT_TIMEOUT)."""
+    return Client(
+        openai_client(base_url or config.BASE_URL, config.API_KEY, config.TIMEOUT), stream, trace
+    )
+
+
+def wrap(client) -> Client:
+    """client as a Client: None is the settings' server, an openai.OpenAI (or a replay) is wrapped,
+    a Client stays as it is."""
+    if client is None:
+        return make_client()
+    return client if isinstance(client, Client) else Client(client)
+
+
+def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
+    """--trace: what this request adds to the conversation (the rest was sent before)."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
+    names = ", ".join(t["function"]["name"] for t in tools)
+    say(
+        f"── request: model {model}, tools {names}, {len(messages)} messages; new since the last request:"
+    )
+    say(json.dumps(messages[last:], indent=2, ensure_ascii=False))
+
+
+# --- A time limit for the whole of one request -------------------------------------------------
+
+
+def openai_client(base_url: str, api_key: str, timeout: float):
     """An openai.OpenAI whose every request, body and stream included, ends within timeout seconds.
 
     The SDK's own timeout bounds each read, not the whole: a body that trickles in one byte a second,
@@ -47,14 +132,18 @@ def make_client(base_url: str, api_key: str, timeout: float):
     import openai
 
     def limit(response) -> None:  # runs when the headers have arrived, before the body is read
-        response.stream = deadline_stream(response.stream, response.request.extensions["started"] + timeout, response)
+        response.stream = deadline_stream(
+            response.stream, response.request.extensions["started"] + timeout, response
+        )
 
     def stamp(request) -> None:
         request.extensions["started"] = time.monotonic()
 
     http_client = openai.DefaultHttpxClient(event_hooks={"request": [stamp], "response": [limit]})
     # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
-    return openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout, http_client=http_client)
+    return openai.OpenAI(
+        base_url=base_url, api_key=api_key or "no-key", timeout=timeout, http_client=http_client
+    )
 
 
 def deadline_stream(stream, deadline: float, response):
@@ -91,7 +180,7 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def answer(create, base_url: str, model: str):
+def ask(create, base_url: str, model: str):
     """What create() (the one call to the model) returned, as one whole ChatCompletion; RequestFailed
     with one line in the provider's words if there is none. Asked again when the provider says that the
     model's output, not the request, was malformed (Groq's tool_use_failed)."""
@@ -100,13 +189,24 @@ def answer(create, base_url: str, model: str):
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
             return whole_reply(create(), model)
-        except (openai.APIError, ValueError, RecursionError) as e:  # the SDK lets a body that is not JSON through
+        except (
+            openai.APIError,
+            ValueError,
+            RecursionError,
+        ) as e:  # the SDK lets a body that is not JSON through
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
-                say(f"agent: the provider could not read the model's tool call ({error_text(e)}); asking again")
+                say(
+                    f"agent: the provider could not read the model's tool call ({error_text(e)}); asking again"
+                )
                 continue
             raise RequestFailed(explain(e, base_url, model)) from None
-        except (AttributeError, TypeError) as e:  # chunks of another shape: the SDK builds them without checking
-            raise RequestFailed(f"the server sent a stream that is not a chat completion stream ({e})") from None
+        except (
+            AttributeError,
+            TypeError,
+        ) as e:  # chunks of another shape: the SDK builds them without checking
+            raise RequestFailed(
+                f"the server sent a stream that is not a chat completion stream ({e})"
+            ) from None
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -114,17 +214,23 @@ def whole_reply(resp, model: str):
     """The reply, a stream put together; RequestFailed if it is an error or not a chat completion."""
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
         resp = collect_stream(resp, model)
-    error = (getattr(resp, "model_extra", None) or {}).get("error")  # a 200 body that carries an error
+    error = (getattr(resp, "model_extra", None) or {}).get(
+        "error"
+    )  # a 200 body that carries an error
     choices = getattr(resp, "choices", None)
     if isinstance(choices, list) and choices:
-        error = error or (getattr(choices[0], "model_extra", None) or {}).get("error")  # OpenRouter: in the choice
+        error = error or (getattr(choices[0], "model_extra", None) or {}).get(
+            "error"
+        )  # OpenRouter: in the choice
         if getattr(choices[0], "finish_reason", None) == "error":
             error = error or "no message from the server"
     if error:
         raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
     problem = reply_problem(resp)  # the SDK builds a reply without checking its shape
     if problem:
-        raise RequestFailed(f"the server sent a reply with {problem}: {shorten(blank(str(resp)), 300)}")
+        raise RequestFailed(
+            f"the server sent a reply with {problem}: {shorten(hide_key(str(resp)), 300)}"
+        )
     return resp
 
 
@@ -154,7 +260,11 @@ def collect_stream(stream, model: str):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
-    finish_reason, usage, error = "incomplete_stream", None, None  # a stream that never says why it ended was cut
+    finish_reason, usage, error = (
+        "incomplete_stream",
+        None,
+        None,
+    )  # a stream that never says why it ended was cut
     printer = dialects.Printer(TOOL_MAP)
     for chunk in stream:
         usage = chunk.usage or usage
@@ -180,13 +290,24 @@ def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
         raise TypeError(f"a tool call fragment that is not an object: {shorten(str(piece), 80)}")
     index = piece.pop("index", 0) or 0
     call = at_index.get(index)
-    if call is None or (piece.get("id") and call.get("id") and piece["id"] != call["id"]):  # Ollama: a new id
+    if call is None or (
+        piece.get("id") and call.get("id") and piece["id"] != call["id"]
+    ):  # Ollama: a new id
         call = at_index[index] = {}
         calls.append(call)
     call.update(merge(call, piece))
 
 
-JOINED = ("content", "arguments", "reasoning", "reasoning_content", "text", "refusal", "summary", "data")
+JOINED = (
+    "content",
+    "arguments",
+    "reasoning",
+    "reasoning_content",
+    "text",
+    "refusal",
+    "summary",
+    "data",
+)
 
 
 def merge(old, new, key: str = ""):
@@ -204,8 +325,14 @@ def merge(old, new, key: str = ""):
     if isinstance(old, list) and isinstance(new, list):
         merged = list(old)
         for item in new:
-            same = [i for i, o in enumerate(merged) if isinstance(o, dict) and isinstance(item, dict)
-                    and "index" in item and o.get("index") == item["index"]]  # fmt: skip
+            same = [
+                i
+                for i, o in enumerate(merged)
+                if isinstance(o, dict)
+                and isinstance(item, dict)
+                and "index" in item
+                and o.get("index") == item["index"]
+            ]
             if same:
                 merged[same[0]] = merge(merged[same[0]], item)
             else:
@@ -214,14 +341,28 @@ def merge(old, new, key: str = ""):
     return new
 
 
-def completion(message: dict, finish_reason: str | None, usage, model: str, error=None):
+def completion(message: dict, finish_reason: str | None, usage, model: str, error=None, **extra):
     """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish reasons pass). error:
-    the one a stream's choice carried (OpenRouter), kept in the choice for whole_reply() to report."""
+    the one a stream's choice carried (OpenRouter), kept in the choice for whole_reply() to report. extra: the
+    agent's own fields beside the reply (repairs, latency_ms), never sent to a server."""
     from openai.types.chat import ChatCompletion
 
-    choices = [{"index": 0, "message": message, "finish_reason": finish_reason, **({"error": error} if error else {})}]
+    choices = [
+        {
+            "index": 0,
+            "message": message,
+            "finish_reason": finish_reason,
+            **({"error": error} if error else {}),
+        }
+    ]
     return ChatCompletion.construct(
-        id="local", object="chat.completion", created=0, model=model, usage=usage, choices=choices
+        id="local",
+        object="chat.completion",
+        created=0,
+        model=model,
+        usage=usage,
+        choices=choices,
+        **extra,
     )
 
 
@@ -236,13 +377,25 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     but for what every server needs made explicit (rule 1): content a string, never null (Ollama's and
     Mistral's templates reject null), and each tool call with a unique id, a type and JSON arguments."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
-    message = {"role": "assistant", **{k: clean(v) for k, v in sent.items() if k not in ("role", "tool_calls")}}
+    message = {
+        "role": "assistant",
+        **{k: clean(v) for k, v in sent.items() if k not in ("role", "tool_calls")},
+    }
     message["content"] = clean_text(sent.get("content"))
     calls, repairs = sent.get("tool_calls") or [], []
-    if not calls and message["content"]:  # a tool call written as text, when the server did not parse it
-        calls, message["content"], repairs = dialects.recover_tool_calls(message["content"], TOOL_MAP)
+    if (
+        not calls and message["content"]
+    ):  # a tool call written as text, when the server did not parse it
+        calls, message["content"], repairs = dialects.recover_tool_calls(
+            message["content"], TOOL_MAP
+        )
+    if (
+        len(calls) > config.MAX_CALLS
+    ):  # one reply can hold thousands: the step's results stay bounded
+        repairs.append(f"kept the first {config.MAX_CALLS} of {len(calls)} tool calls (MAX_CALLS)")
+        calls = calls[: config.MAX_CALLS]
     if calls:
-        taken = {c["id"] for m in messages for c in m.get("tool_calls", [])}
+        taken = {c["id"] for m in messages for c in m.get("tool_calls") or []}
         message["tool_calls"] = [tool_call(call, taken, repairs) for call in calls]
     return message, repairs
 
@@ -250,10 +403,14 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
 def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
     """One tool call with a unique id, a type and its arguments as a valid JSON string; its other fields kept."""
     call = call if isinstance(call, dict) else {}
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}  # none for a "custom" call
+    function = (
+        call.get("function") if isinstance(call.get("function"), dict) else {}
+    )  # none for a "custom" call
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id.strip() or call_id in taken:
-        call_id = f"call_{uuid.uuid4().hex[:24]}"  # some local servers send none, or the same every time
+        call_id = (
+            f"call_{uuid.uuid4().hex[:24]}"  # some local servers send none, or the same every time
+        )
     taken.add(call_id)
     arguments, repair = dialects.clean_arguments(function.get("arguments"))
     if repair:
@@ -281,16 +438,28 @@ def clean(value):
 def usage_of(resp) -> dict | None:
     """The reply's usage as the server sent it, or None if it sent none (or something else)."""
     # warnings=False: pydantic would print a warning for each field of the wrong type.
-    return resp.usage.model_dump(exclude_none=True, warnings=False) if hasattr(resp.usage, "model_dump") else None
+    return (
+        resp.usage.model_dump(exclude_none=True, warnings=False)
+        if hasattr(resp.usage, "model_dump")
+        else None
+    )
 
 
 def count_tokens(usage: dict | None) -> dict:
     """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported as a number."""
-    usage = usage if isinstance(usage, dict) else {}  # a transcript written by hand may hold anything
+    usage = (
+        usage if isinstance(usage, dict) else {}
+    )  # a transcript written by hand may hold anything
     details = usage.get("prompt_tokens_details")
     # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
-    cached = usage.get("prompt_cache_hit_tokens") or (details.get("cached_tokens") if isinstance(details, dict) else 0)
-    counts = {"prompt": usage.get("prompt_tokens"), "cached": cached, "completion": usage.get("completion_tokens")}
+    cached = usage.get("prompt_cache_hit_tokens") or (
+        details.get("cached_tokens") if isinstance(details, dict) else 0
+    )
+    counts = {
+        "prompt": usage.get("prompt_tokens"),
+        "cached": cached,
+        "completion": usage.get("completion_tokens"),
+    }
     return {key: value if isinstance(value, int) else 0 for key, value in counts.items()}
 
 
@@ -312,7 +481,9 @@ def describe_tokens(counts: dict) -> str:
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------
 
-CONTEXT_FULL = re.compile(r"context length|context window|context size|too many tokens|prompt is too long", re.I)
+CONTEXT_FULL = re.compile(
+    r"context length|context window|context size|too many tokens|prompt is too long", re.I
+)
 
 
 def explain(error: Exception, base_url: str, model: str) -> str:
@@ -323,13 +494,17 @@ def explain(error: Exception, base_url: str, model: str) -> str:
     if isinstance(error, openai.APITimeoutError):
         return f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up and not overloaded."
     if isinstance(error, openai.APIConnectionError):
-        cause = blank(str(error.__cause__ or error))
+        cause = hide_key(str(error.__cause__ or error))
         return f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
     if isinstance(error, ValueError):  # not JSON, or not UTF-8
         return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
     if isinstance(error, RecursionError):
-        return "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
-    if not isinstance(error, openai.APIStatusError):  # an error event in the middle of a stream (OpenRouter)
+        return (
+            "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
+        )
+    if not isinstance(
+        error, openai.APIStatusError
+    ):  # an error event in the middle of a stream (OpenRouter)
         return f"the server reported an error in the middle of its reply: {detail}"
     status = error.status_code
     hint = {
@@ -339,7 +514,12 @@ def explain(error: Exception, base_url: str, model: str) -> str:
         404: "Check AGENT_BASE_URL (many servers want it to end in /v1) and AGENT_MODEL.",
         429: "The provider is rate limiting you or your balance is empty; wait, or check your account.",
     }.get(status, "Check AGENT_MODEL and AGENT_BASE_URL." if status == 400 else "Try again later.")
-    if status in (400, 413) and CONTEXT_FULL.search(detail):
+    if html_title(error_body(error)) is not None:  # a web server or a gateway, not an OpenAI-compatible API
+        hint = (
+            "That is a web page, not an API's answer: check AGENT_BASE_URL (many servers want it to end in "
+            "/v1)" + (", or try again later: a gateway in front of the server failed." if status >= 500 else ".")
+        )
+    elif status in (400, 413) and CONTEXT_FULL.search(detail):
         hint = (
             "The conversation is longer than the model's context window: start a new one (without --resume), "
             "or lower AGENT_MAX_OUTPUT so that tool results take less of it."
@@ -358,15 +538,22 @@ def error_text(error) -> str:
     out before the text is cut."""
     body = error_body(error)
     if isinstance(body, dict):
-        message = next((body[k] for k in ("message", "detail", "msg") if isinstance(body.get(k), str)), None)
-        code = next((body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))), None)
+        message = next(
+            (body[k] for k in ("message", "detail", "msg") if isinstance(body.get(k), str)), None
+        )
+        code = next(
+            (body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))),
+            None,
+        )
         text = message or json.dumps(body, ensure_ascii=False, default=str)
         text += f" ({code})" if code is not None and str(code) not in text else ""
+    elif isinstance(body, str) and html_title(body) is not None:
+        text = f"a web page titled {html_title(body)!r}" if html_title(body) else "a web page"
     elif isinstance(body, str) and body.strip():
         text = body
     else:
         text = getattr(error, "message", None) or str(error)
-    return shorten(blank(text), 400)
+    return shorten(hide_key(text), 400)
 
 
 def error_code(error) -> str | None:
@@ -384,3 +571,20 @@ def error_body(error):
     if isinstance(body, dict) and isinstance(body.get("error"), (dict, str)):
         body = body["error"]
     return body
+
+
+def html_title(body) -> str | None:
+    """An HTML page's title, or its first heading ("" if it has neither); None if body is not HTML. Read with
+    str.find, in one pass: a page can be as large as a hostile server makes it."""
+    if not isinstance(body, str) or not body.lstrip()[:200].lower().startswith(("<!doctype html", "<html", "<")):
+        return None
+    lower = body.lower()
+    if "<html" not in lower[:1000] and "<head" not in lower[:1000] and "<body" not in lower[:1000]:
+        return None
+    for tag in ("title", "h1"):
+        start = lower.find(f"<{tag}")
+        opened = lower.find(">", start) if start >= 0 else -1
+        closed = lower.find(f"</{tag}", opened) if opened >= 0 else -1
+        if closed > opened:
+            return " ".join(body[opened + 1 : closed].split())[:200]
+    return ""

@@ -12,7 +12,7 @@ import config
 
 # Letters and symbols that Unicode counts as visible but that a terminal draws as nothing: the Hangul fillers
 # and the braille blank. Everything else invisible is found by its Unicode category (see visible()).
-BLANK_GLYPHS = "\u115f\u1160\u3164\uffa0\u2800"
+EMPTY_GLYPHS = "\u115f\u1160\u3164\uffa0\u2800"
 
 
 def say(text: str, end: str = "\n") -> None:
@@ -25,10 +25,14 @@ def visible(text: str) -> str:
     """text with every character a terminal would obey or draw as nothing written as an escape (\\x1b, \\r,
     \\u202e, \\xa0, \\u200b): by Unicode category, the controls, format characters (zero-width, bidi), separators
     but the ASCII space (no-break and ideographic spaces), private-use, unassigned and surrogate code points,
-    which are what str.isprintable() refuses; and BLANK_GLYPHS. Newlines and tabs stay."""
-    if text.replace("\n", "").replace("\t", "").isprintable() and not any(c in text for c in BLANK_GLYPHS):
+    which are what str.isprintable() refuses; and EMPTY_GLYPHS. Newlines and tabs stay."""
+    if text.replace("\n", "").replace("\t", "").isprintable() and not any(
+        c in text for c in EMPTY_GLYPHS
+    ):
         return text
-    return "".join(c if c in "\n\t" or (c.isprintable() and c not in BLANK_GLYPHS) else escape(c) for c in text)
+    return "".join(
+        c if c in "\n\t" or (c.isprintable() and c not in EMPTY_GLYPHS) else escape(c) for c in text
+    )
 
 
 def escape(character: str) -> str:
@@ -46,13 +50,15 @@ def clean_text(value) -> str:
     stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8. Content sent
     as a list of parts (OpenAI's content array) is their text, joined."""
     if isinstance(value, list):
-        value = "".join(p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str))
+        value = "".join(
+            p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     if not isinstance(value, str):
         return ""
     return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def blank(text: str) -> str:
+def hide_key(text: str) -> str:
     """text with the key replaced by ***: a file, a command or a server may show it."""
     return text.replace(config.HIDDEN_KEY, "***") if config.HIDDEN_KEY else text
 
@@ -60,17 +66,22 @@ def blank(text: str) -> str:
 def clip(text: str, limit: int | None = None) -> str:
     """What the model gets of a tool result: the key blanked out, then at most limit (AGENT_MAX_OUTPUT)
     characters, the head and the tail, with a line that says how much was left out."""
-    text, limit = blank(text), limit or config.MAX_OUTPUT
+    text, limit = hide_key(text), limit or config.MAX_OUTPUT
     if len(text) <= limit:
         return text
-    return joined(text[: limit // 2], f"{len(text) - 2 * (limit // 2)} characters", text[-(limit // 2) :])
+    return joined(
+        text[: limit // 2], f"{len(text) - 2 * (limit // 2)} characters", text[-(limit // 2) :]
+    )
 
 
 def joined(head: str, left_out: str, tail: str) -> str:
     """Head and tail with the line between them. Where the cut went through the key, its half is blanked too."""
-    key, lengths = config.HIDDEN_KEY, range(len(config.HIDDEN_KEY) - 1, 7, -1)  # 8 characters or more of it
+    key, lengths = (
+        config.HIDDEN_KEY,
+        range(len(config.HIDDEN_KEY) - 1, 7, -1),
+    )  # 8 characters or more of it
     cut = next((n for n in lengths if head.endswith(key[:n])), 0)
     head = head[:-cut] + "***" if cut else head
     cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)
     tail = "***" + tail[cut:] if cut else tail
-    return f"{blank(head)}\n[... {left_out} left out ...]\n{blank(tail)}"
+    return f"{hide_key(head)}\n[... {left_out} left out ...]\n{hide_key(tail)}"

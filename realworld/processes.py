@@ -1,0 +1,145 @@
+"""Processes: a command's output read as it comes, and no command outliving its limits.
+
+run_shell (tools.py) starts each command in a process group of its own; what the command starts, also
+what leaves that group (setsid, nohup), is found here through the child subreaper and /proc, and ended.
+"""
+
+import codecs
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import config
+from realworld.guards import joined
+
+KILL_GRACE = 5  # seconds to collect the output of a killed command
+SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
+
+
+class Capture:
+    """A command's output as it comes: its first and last characters, and how many there were in all."""
+
+    def __init__(self, limit: int):
+        self.limit, self.head, self.tail, self.count = limit, "", "", 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(
+            errors="replace"
+        )  # output may be in any encoding
+
+    def read_all(self, pipe) -> None:
+        for chunk in iter(lambda: pipe.read1(65536), b""):
+            self.add(self.decoder.decode(chunk))
+        self.add(self.decoder.decode(b"", final=True))
+
+    def add(self, text: str) -> None:
+        self.count += len(text)
+        if len(self.head) < self.limit:
+            self.head += text[: self.limit - len(self.head)]
+        self.tail = (self.tail + text)[-self.limit :]
+
+    def text(self) -> str:
+        """All of it, or its head and tail as clip() keeps them."""
+        if self.count <= self.limit:
+            return self.head
+        half = self.limit // 2
+        return joined(self.head[:half], f"{self.count - 2 * half} characters", self.tail[-half:])
+
+
+def shell_env() -> dict[str, str]:
+    """The environment minus the API key (no variable named for a key, and none whose value holds it), plus a git
+    setting that ignores a bare repository git was not pointed to (safe.bareRepository, git 2.38 and later)."""
+    key = config.HIDDEN_KEY
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
+    count = int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0
+    env.update(
+        {
+            "GIT_CONFIG_COUNT": str(count + 1),
+            f"GIT_CONFIG_KEY_{count}": "safe.bareRepository",
+            f"GIT_CONFIG_VALUE_{count}": "explicit",
+        }
+    )
+    return env
+
+
+@functools.cache  # once is enough: the setting lasts as long as the process
+def adopt_orphans() -> None:
+    """On Linux, make the agent the parent of every orphan its commands leave (a child subreaper), so that
+    one started with setsid or nohup, or by a shell that has exited, can still be found and ended."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def children(pid: int) -> set[int]:
+    """The processes whose parent is pid (Linux's /proc; elsewhere none are known)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found |= {int(child) for child in task.read_text().split()}
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """pid's children, their children, and so on."""
+    found, todo = set(), [pid]
+    while todo:
+        for child in children(todo.pop()) - found:
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def stop_command(process: subprocess.Popen, before: set[int]) -> None:
+    """End the command, every process it started, also those that left its process group (setsid), and
+    every orphan it left to the agent since it started (those in before were there already)."""
+    kill_rounds(
+        lambda: descendants(process.pid) | (children(os.getpid()) - before - {process.pid}), process
+    )
+    process.wait()
+
+
+def stop_all() -> None:
+    """At exit: end every process a command started that is still running (on Linux, where they are known)."""
+    kill_rounds(lambda: descendants(os.getpid()))
+
+
+def kill_rounds(find, command: subprocess.Popen | None = None) -> None:
+    """Kill what find() returns (and the command's process group), round after round until nothing is
+    left: each round ends what the round before could not see; a fork bomb stops at the tenth."""
+    for _ in range(10):
+        alive = find()
+        if command:
+            kill_tree(command)
+        for pid in alive:
+            kill(pid)
+        if not alive:
+            return
+
+
+def kill(pid: int) -> None:
+    """SIGKILL one process and its process group, if it still exists; then reap it if it was the agent's."""
+    for send in (os.kill, getattr(os, "killpg", None)):
+        with contextlib.suppress(OSError, TypeError):
+            send(pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+    with contextlib.suppress(OSError, AttributeError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+if os.name == "nt":
+    NEW_PROCESS_GROUP = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
+
+    def kill_tree(process: subprocess.Popen) -> None:
+        """End the command and every process it started (Windows has no killpg)."""
+        subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
+
+else:
+    NEW_PROCESS_GROUP = {"start_new_session": True}
+
+    def kill_tree(process: subprocess.Popen) -> None:
+        """End the command and every process it started: its whole process group."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
