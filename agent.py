@@ -75,11 +75,9 @@ def run(
             resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
             msg = resp.choices[0].message
             finish_reason = resp.choices[0].finish_reason
-            # Every field the server sent goes back (DeepSeek's reasoning_content, Gemini's
-            # signatures); exclude_none would drop them when null.
-            add(
-                messages, msg.model_dump(mode="json", exclude_unset=True), transcript, **about(resp)
-            )
+            # Every field the server sent goes back, nulls too (DeepSeek's reasoning_content,
+            # Gemini's signatures): exclude_none would drop some. add() also records it.
+            add(messages, msg.model_dump(exclude_unset=True), transcript, **about(resp))
             show_step(step, resp)
             if finish_reason in STOP_REASONS:  # cut off or filtered: arguments may be partial
                 outcome = Outcome(finish_reason, STOP_REASONS[finish_reason])
@@ -105,7 +103,9 @@ STOP_REASONS = {
     "length": "the reply was cut off at the output token limit; its tool calls were not run",
     "content_filter": "the provider's content filter stopped the reply",
     "insufficient_system_resource": "the provider is out of capacity for now; try again later",
-    "incomplete_stream": "the stream ended before the reply was complete; its tool calls were not run",
+    "incomplete_stream": (
+        "the stream ended before the reply was complete; its tool calls were not run"
+    ),
 }
 
 
@@ -159,7 +159,7 @@ def close_open_calls(messages: list[dict], reason: str, transcript) -> None:
 
 
 def show_step(step: int, resp) -> None:
-    """Print one step on stderr: tokens and the server's time, repairs, reasoning, text beside calls."""
+    """Print one step on stderr: tokens, the server's time, repairs, reasoning, text by calls."""
     msg = resp.choices[0].message
     tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)))
     took = "a recorded reply" if resp.latency_ms is None else f"{resp.latency_ms} ms at the server"
