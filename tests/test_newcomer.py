@@ -1,8 +1,11 @@
 """From clone to breakpoint without a stumble: the README's keyless block, lessons that show what they teach, pdb
 that quits where asked, and the rough edges a newcomer meets, each one clear line or a quiet exit."""
 
+import ast
+import json
 import os
 import pty
+import re
 import shutil
 import signal
 import subprocess
@@ -94,10 +97,10 @@ BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
     "02": ("agent.py", "result, ok = tools.run_call(", 1),
     "03": ("tools.py", 'consent(args["command"])', 0),
-    "04": ("agent.py", 'for call in assistant["tool_calls"]', 0),
-    "05": ("agent.py", "assistant, repairs = replies.reply_message(", 1),
+    "04": ("agent.py", "for call in msg.tool_calls", 0),
+    "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
-    "07": ("agent.py", "assistant, repairs = replies.reply_message(", 1),
+    "07": ("agent.py", "msg = resp.choices[0].message", 1),
 }
 
 
@@ -221,3 +224,42 @@ def test_show_into_a_closed_pipe_is_a_quiet_exit(tmp_path):
     process.stdout.close()  # as `| head -1` does, before --show writes
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 141 and "Traceback" not in stderr
+
+
+@posix_only
+@pytest.mark.parametrize("lesson", sorted(BREAKPOINTS))
+def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answers(
+    tmp_path, lesson
+):
+    # What a learner sees in the debugger is what the loop runs: msg.tool_calls at each step is the calls
+    # of the message appended, and each gets its tool message, in order (lesson 07: recovered from text).
+    lines = AGENT.read_text(encoding="utf-8").splitlines()
+    line = next(
+        i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
+    )
+    shown = 'p ("CALLS", [c.id for c in msg.tool_calls or []])'
+    commands = f"break {AGENT}:{line + 1}\ncommands 1\n{shown}\ncontinue\ncontinue\nq\n"
+    transcript = tmp_path / "t.jsonl"
+    lesson_file = str(LESSONS / f"lesson-{lesson}.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "pdb", str(AGENT), "--replay", lesson_file, "--yes"]
+        + ["--workdir", str(tmp_path / "work"), "--transcript", str(transcript)],
+        cwd=tmp_path,
+        env=clean_env(),
+        input=commands,  # the last continue ends the program; q leaves the one pdb restarts
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    seen = [ast.literal_eval(ids) for ids in re.findall(r"\('CALLS', (\[.*?\])\)", done.stdout)]
+    events = [e for e in events_of(transcript) if e["type"] in ("assistant/message", "tool/result")]
+    appended, answered = [], []
+    for event in events:
+        if event["type"] == "assistant/message":
+            appended.append([c["id"] for c in event["message"].get("tool_calls", [])])
+            answered.append([])
+        else:
+            answered[-1].append(event["call_id"])
+    assert seen and seen == appended == answered, done.stdout[-2000:]
+    if lesson == "07":  # recovered from DSML text: an id of the agent's own
+        assert len(seen[0]) == 1 and seen[0][0].startswith("call_") and seen[1:] == [[]]

@@ -86,10 +86,32 @@ def test_readme_first_screen_shows_how_to_run_the_agent():
 
 
 def test_the_pdb_walkthrough_names_the_real_line_numbers():
-    shown = int(re.search(r"^(\d+):\s+msg = resp\.choices\[0\]\.message$", README, re.M).group(1))
+    shown = re.search(r"\(`(\d+):\s+msg = resp\.choices\[0\]\.message`\)", README)
     lines = (ROOT / "agent.py").read_text(encoding="utf-8").splitlines()
-    assert lines[shown - 1].strip() == "msg = resp.choices[0].message"
-    assert f"(Pdb) break agent.py:{shown + 1}" in README
+    assert lines[int(shown.group(1)) - 1].strip() == "msg = resp.choices[0].message"
+    assert f"(Pdb) break agent.py:{int(shown.group(1)) + 1}" in README
+    assert "\n$ " not in README and not README.startswith("$ ")  # pasted, a `$ ` is no command
+
+
+def lesson_one_rows(readme: str) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each row of the table "From lesson 1 to this code"."""
+    rows = re.findall(r"^\| `.+?` \| `([\w/]+\.py):(\d+)` `(.+?)` \|", readme, re.M)
+    return [(name, int(number), code) for name, number, code in rows]
+
+
+def test_the_lesson_one_table_points_at_the_lines_that_hold_its_code():
+    rows = lesson_one_rows(README)
+    assert len(rows) == 9
+    for name, number, code in rows:
+        lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
+        assert lines[number - 1].strip() == code, (
+            f"{name}:{number} is {lines[number - 1].strip()!r}"
+        )
+
+
+def test_the_chinese_readme_has_the_same_lesson_one_table():
+    chinese = (ROOT / "README.zh.md").read_text(encoding="utf-8")
+    assert lesson_one_rows(chinese) == lesson_one_rows(README)
 
 
 def test_the_first_screen_links_the_chinese_readme_which_has_the_same_commands():
