@@ -1,8 +1,8 @@
-"""From clone to breakpoint without a stumble: the README's keyless block, lessons that show what they teach, pdb
-that quits where asked, and the rough edges a newcomer meets, each one clear line or a quiet exit."""
+"""From clone to breakpoint without a stumble: the README's keyless block, lessons that show what
+they teach, pdb that quits where asked, and the rough edges a newcomer meets, each one clear line or
+a quiet exit."""
 
 import ast
-import json
 import os
 import pty
 import re
@@ -92,7 +92,7 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
     assert "not installed" in done.stderr and "pip install -e ." in done.stderr
 
 
-# Where each lesson's row in the README puts its breakpoint: (file, the line's text, lines after it).
+# Where each lesson's row in the README puts its breakpoint: (file, the line's text, lines after).
 BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
     "02": ("agent.py", "result, ok = tools.run_call(", 1),
@@ -231,8 +231,9 @@ def test_show_into_a_closed_pipe_is_a_quiet_exit(tmp_path):
 def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answers(
     tmp_path, lesson
 ):
-    # What a learner sees in the debugger is what the loop runs: msg.tool_calls at each step is the calls
-    # of the message appended, and each gets its tool message, in order (lesson 07: recovered from text).
+    # What a learner sees in the debugger is what the loop runs: msg.tool_calls at each step is the
+    # calls of the message appended, and each gets its tool message, in order (lesson 07: recovered
+    # from text).
     lines = AGENT.read_text(encoding="utf-8").splitlines()
     line = next(
         i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
@@ -242,8 +243,19 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     transcript = tmp_path / "t.jsonl"
     lesson_file = str(LESSONS / f"lesson-{lesson}.jsonl")
     done = subprocess.run(
-        [sys.executable, "-m", "pdb", str(AGENT), "--replay", lesson_file, "--yes"]
-        + ["--workdir", str(tmp_path / "work"), "--transcript", str(transcript)],
+        [
+            sys.executable,
+            "-m",
+            "pdb",
+            str(AGENT),
+            "--replay",
+            lesson_file,
+            "--yes",
+            "--workdir",
+            str(tmp_path / "work"),
+            "--transcript",
+            str(transcript),
+        ],
         cwd=tmp_path,
         env=clean_env(),
         input=commands,  # the last continue ends the program; q leaves the one pdb restarts

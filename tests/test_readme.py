@@ -10,7 +10,8 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
-    # Keeps the README's walkthrough true: the line after msg = resp.choices[0].message, found, not hard-coded.
+    # Keeps the README's walkthrough true: the line after msg = resp.choices[0].message, found, not
+    # hard-coded.
     lines = AGENT.read_text(encoding="utf-8").splitlines()
     line = (
         next(
@@ -19,7 +20,10 @@ def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
         + 1
     )
     commands = f"break {AGENT}:{line}\ncontinue\n"
-    commands += 'p f"name={msg.tool_calls[0].function.name} len={len(messages)} resp={type(resp).__name__}"\n'
+    commands += (
+        'p f"name={msg.tool_calls[0].function.name} len={len(messages)} '
+        'resp={type(resp).__name__}"\n'
+    )
     commands += "clear 1\ncontinue\n"
     done = subprocess.run(
         [
@@ -73,7 +77,10 @@ def test_the_safety_page_says_what_blanking_cannot_stop():
 
 
 def test_ci_runs_the_readme_test_command_word_for_word():
-    command = 'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && python -m pytest'
+    command = (
+        "python3 -m venv .venv && . .venv/bin/activate && "
+        'pip install -e ".[test]" && python -m pytest'
+    )
     assert command in README.split("\n## ")[0]  # on the first screen
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
 
