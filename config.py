@@ -1,4 +1,5 @@
-"""Settings, read once at start: command-line flag > environment > the .env beside agent.py > default.
+"""Settings, read once at start: command-line flag > environment > the .env beside
+agent.py > default.
 
 The environment and .env are read when this file is imported; the command line when
 cli.main() calls parse_options(). A bad setting raises ConfigError there, and
@@ -17,9 +18,8 @@ from pathlib import Path
 
 try:
     from dotenv import dotenv_values
-except (
-    ModuleNotFoundError
-):  # not installed yet: parse_options() says how to install it, in one line
+# not installed yet: parse_options() says how to install it, in one line
+except ModuleNotFoundError:
     dotenv_values = None
 
 HERE = Path(__file__).resolve().parent
@@ -42,8 +42,8 @@ FILE = {
 
 
 def setting(name: str) -> str:
-    """A setting from the environment, else from the .env beside agent.py; "" if neither has it. A variable set
-    to "" in the environment counts as set: it keeps the file's value out."""
+    """A setting from the environment, else from the .env beside agent.py; "" if neither has it.
+    A variable set to "" in the environment counts as set: it keeps the file's value out."""
     return os.environ[name] if name in os.environ else FILE.get(name, "")
 
 
@@ -55,8 +55,9 @@ BAD = []  # the first bad numeric setting is raised by parse_options(); see numb
 
 
 def number(name: str, default: float, least: float = 0) -> float:
-    """A number above 0 (and at least `least`) from the environment. A bad value keeps the default and is
-    noted in BAD, so that importing this file never fails and main() can say what is wrong in one line."""
+    """A number above 0 (and at least `least`) from the environment. A bad value keeps the
+    default and is noted in BAD, so that importing this file never fails and main() can say what
+    is wrong in one line."""
     raw = setting(name).strip()
     try:
         value = float(raw) if raw else default
@@ -76,20 +77,19 @@ BASE_URL = setting("AGENT_BASE_URL") or "https://api.deepseek.com"
 MODEL = setting("AGENT_MODEL") or "deepseek-flash"
 # Never OPENAI_API_KEY: it would be sent to whatever server BASE_URL names.
 API_KEY = setting("AGENT_API_KEY") or setting("DEEPSEEK_API_KEY")
-# The key to blank out of what the agent shows and the model sees. A short one is a placeholder for a local
-# server ("none", "ollama"), no secret: blanking it would mangle every text that happens to hold the word.
+# The key to blank out of what the agent shows and the model sees. A short one is a placeholder
+# for a local server ("none", "ollama"), no secret: blanking it would mangle every text that
+# happens to hold the word.
 HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
-TIMEOUT = number(
-    "AGENT_TIMEOUT", 300
-)  # seconds one request to the model may take, body and stream included
+# seconds one request to the model may take, body and stream included
+TIMEOUT = number("AGENT_TIMEOUT", 300)
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
 MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
 SANDBOX = setting("AGENT_SANDBOX") == "1"  # --sandbox: every command in an OS sandbox (tools.py)
-SANDBOX_NETWORK = (
-    setting("AGENT_SANDBOX_NETWORK") == "1"
-)  # the sandbox keeps the network (pip install)
+# the sandbox keeps the network (pip install)
+SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"
 WORKDIR = HERE / "playground"
 RUNS = HERE / "runs"
 
@@ -183,8 +183,9 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
     if missing and not options.show:  # --show needs neither
         raise ConfigError(
-            f"{' and '.join(missing)} not installed here; in this folder run: python3 -m venv .venv "
-            "&& . .venv/bin/activate && pip install -e .  (or activate the .venv made before)"
+            f"{' and '.join(missing)} not installed here; in this folder run: "
+            "python3 -m venv .venv && . .venv/bin/activate && pip install -e .  "
+            "(or activate the .venv made before)"
         )
     if not options.base_url.startswith(("http://", "https://")):
         raise ConfigError(

@@ -47,15 +47,14 @@ TOOLS = [
     ),
     _function(
         "run_shell",
-        "Run a shell command in the workspace folder and return its output (stdout and stderr together) "
-        "and exit status. Input is closed; long-running commands are killed after a timeout. "
-        "The user may decline to run it.",
+        "Run a shell command in the workspace folder and return its output (stdout and stderr "
+        "together) and exit status. Input is closed; long-running commands are killed after a "
+        "timeout. The user may decline to run it.",
         command="The command line to run.",
     ),
 ]
-UMASK = os.umask(
-    0o022
-)  # read once, at import, when nothing else runs: os.umask can only be read by setting it
+# read once, at import, when nothing else runs: os.umask can only be read by setting it
+UMASK = os.umask(0o022)
 os.umask(UMASK)
 SPACES = re.compile(r" {16,}")
 
@@ -83,7 +82,8 @@ def read_file(path: str, *, workdir: Path) -> str:
             raise ToolError(
                 f"{path} is not a regular file (a FIFO, socket or device); it was not read"
             )
-        # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8: read no more.
+        # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8:
+        # read no more.
         limit = config.MAX_OUTPUT
         head, tail = f.read(2 * limit), b""
         if size.st_size > 4 * limit:
@@ -93,9 +93,8 @@ def read_file(path: str, *, workdir: Path) -> str:
             head += f.read()
     if b"\0" not in head + tail:
         if tail:
-            start = head.decode("utf-8", errors="replace")[
-                : limit // 2
-            ]  # the ends may cut a character
+            # the ends may cut a character
+            start = head.decode("utf-8", errors="replace")[: limit // 2]
             end = tail.decode("utf-8", errors="replace")[-(limit // 2) :]
             return joined(
                 start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end
@@ -114,14 +113,16 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
     target = resolve(path, workdir)
     if is_configuration(target.relative_to(Path(workdir).resolve())):
         raise ToolError(
-            f"{path} is configuration ({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
-            "not written, since it could send the key elsewhere or run commands later. Ask the user to edit it."
+            f"{path} is configuration "
+            f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
+            "not written, since it could send the key elsewhere or run commands later. Ask "
+            "the user to edit it."
         )
     if makes_repository(Path(workdir).resolve(), target):
         raise ToolError(
-            f"{path} would give its folder what git looks for in a repository (HEAD beside objects/ and refs/, or "
-            "beside commondir): not written, since git would then obey that folder's config whenever anyone runs "
-            "git there. Ask the user."
+            f"{path} would give its folder what git looks for in a repository "
+            "(HEAD beside objects/ and refs/, or beside commondir): not written, since git would "
+            "then obey that folder's config whenever anyone runs git there. Ask the user."
         )
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
@@ -136,14 +137,14 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
         except FileNotFoundError:
             old = None
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        # Owner-only from the moment it exists: never more readable than the file it replaces, while written.
+        # Owner-only from the moment it exists: never more readable than the file it replaces,
+        # while written.
         with open(
             os.open(temporary, flags, 0o600, dir_fd=fd), "w", encoding="utf-8", newline=""
         ) as f:
             f.write(content)
-        if old and hasattr(
-            os, "chown"
-        ):  # the old file's owner and group, where this process may give them
+        # the old file's owner and group, where this process may give them
+        if old and hasattr(os, "chown"):
             with contextlib.suppress(PermissionError):
                 os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
         os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
@@ -159,14 +160,16 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
 def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> str:
     """Run a shell command in the workspace; return its output and exit status.
 
-    It runs without asking: the agent asks the person first (consent() below). The output is read as it
-    comes and only its head and tail are kept, so a command that prints without end cannot fill memory."""
+    It runs without asking: the agent asks the person first (consent() below). The output is
+    read as it comes and only its head and tail are kept, so a command that prints without end
+    cannot fill memory."""
     if not is_command(command):
         raise ToolError(
             "command must be one non-empty string, the command line as typed in a shell"
         )
     processes.adopt_orphans()
-    # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip() then keeps it whole.
+    # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip()
+    # then keeps it whole.
     before, process, output = (
         processes.children(os.getpid()),
         None,
@@ -197,9 +200,8 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
         if process:
             processes.stop_command(process, before)
         raise
-    reader.join(
-        processes.KILL_GRACE
-    )  # a process it started in the background may hold the output open
+    # a process it started in the background may hold the output open
+    reader.join(processes.KILL_GRACE)
     text = output.text()
     if process.returncode:
         text += f"\n[exit status {process.returncode}]{sandbox.hint(text)}"
@@ -210,16 +212,15 @@ TOOL_MAP = {"read_file": read_file, "write_file": write_file, "run_shell": run_s
 
 
 def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, bool]:
-    """Run one tool call, from its name and arguments (a JSON string) to the text the model reads back.
-    Return (result, ok); every failure is a result the model can read. The call and its result are
-    shown to the person on stderr."""
+    """Run one tool call, from its name and arguments (a JSON string) to the text the model reads
+    back. Return (result, ok); every failure is a result the model can read. The call and its result
+    are shown to the person on stderr."""
     say(f"  → {name}({shorten(arguments, 120)})")
     try:
         args = check_args(name, arguments)
         if name == "run_shell" and not yes:
-            consent(
-                args["command"]
-            )  # the person says yes or no at the terminal; no raises ToolError
+            # the person says yes or no at the terminal; no raises ToolError
+            consent(args["command"])
         result, ok = TOOL_MAP[name](**args, workdir=workdir), True
     except ToolError as e:
         result, ok = f"error: {e}", False
@@ -227,15 +228,15 @@ def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, 
         if type(e).__module__ == "bdb":  # q in pdb: the person leaves the debugger; no tool failed
             raise
         result, ok = f"error: {type(e).__name__}: {e}", False
-    result = clip(
-        result
-    )  # the key hidden (a file or a command may show it), at most MAX_OUTPUT long
+    # the key hidden (a file or a command may show it), at most MAX_OUTPUT long
+    result = clip(result)
     say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
     return result, ok
 
 
 def check_args(name: str, arguments: str) -> dict:
-    """The call's arguments, checked against what TOOLS shows the model; ToolError says what is wrong."""
+    """The call's arguments, checked against what TOOLS shows the model; ToolError says
+    what is wrong."""
     if name not in TOOL_MAP:
         raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}")
     args = json.loads(arguments)  # valid JSON: servers.reply_message() made it so
@@ -248,8 +249,8 @@ def check_args(name: str, arguments: str) -> dict:
     unexpected = [p for p in args if p not in expected]
     if missing or unexpected:
         raise ToolError(
-            f"{name} takes {', '.join(expected)}; "
-            f"missing: {', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
+            f"{name} takes {', '.join(expected)}; missing: {', '.join(missing) or 'none'}; "
+            f"unexpected: {', '.join(unexpected) or 'none'}"
         )
     return args
 
@@ -264,12 +265,14 @@ def parameters(name: str) -> list[str]:
 
 
 def is_command(command) -> bool:
-    """Whether command is one command line: a list would run only its first word under shell=True."""
+    """Whether command is one command line: a list would run only its first word under
+    shell=True."""
     return isinstance(command, str) and bool(command.strip())
 
 
 def consent(command: str) -> None:
-    """Ask the person before a command runs. Yes returns; anything else raises ToolError saying why not.
+    """Ask the person before a command runs. Yes returns; anything else raises ToolError
+    saying why not.
 
     The whole command is shown, every line, with control characters as escapes: a \\r or an escape
     sequence in it could otherwise draw a harmless line over the one that runs."""
@@ -278,11 +281,12 @@ def consent(command: str) -> None:
     if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
         say("agent: declined a shell command: nobody could be asked; pass --yes to allow them")
         raise ToolError(
-            "declined: the user could not be asked (no terminal) and did not start the agent with --yes"
+            "declined: the user could not be asked (no terminal) and did not start the "
+            "agent with --yes"
         )
     lines = command.split("\n")
-    # Every invisible character is an escape (a tab too), and a long run of spaces, which could push the start
-    # of a line off the screen, is shown as its length: the person reads what runs.
+    # Every invisible character is an escape (a tab too), and a long run of spaces, which could push
+    # the start of a line off the screen, is shown as its length: the person reads what runs.
     shown = "\n".join(
         "    "
         + SPACES.sub(lambda m: f"[{len(m.group())} spaces]", visible(line)).replace("\t", "\\t")
@@ -297,9 +301,8 @@ def consent(command: str) -> None:
     if typed.lower() in ("y", "yes"):
         return
     first, _, rest = typed.partition(" ")
-    reason = (
-        rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else typed
-    )  # "n use ls -la instead"
+    # "n use ls -la instead"
+    reason = rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else typed
     raise ToolError(f"declined by the user: {reason}" if reason else "declined by the user")
 
 
@@ -315,7 +318,8 @@ def resolve(path: str, workdir: Path) -> Path:
 
 
 def remove_temporaries(folder: int | Path, name: str) -> None:
-    """Remove what killed writes of the file name left in its folder, so that they do not collect."""
+    """Remove what killed writes of the file name left in its folder, so that they do
+    not collect."""
     left = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{8}}\.tmp")
     for entry in os.listdir(folder):
         if left.fullmatch(entry):
@@ -325,43 +329,41 @@ def remove_temporaries(folder: int | Path, name: str) -> None:
 
 
 def makes_repository(root: Path, target: Path) -> bool:
-    """Whether writing target would give a folder of the workspace what git takes for a repository: HEAD,
-    objects/ and refs/ side by side, or HEAD and a commondir file that names them (git's setup.c,
-    is_git_directory()). Git discovers such a folder as a bare repository and obeys its config (core.fsmonitor
-    runs a command) whenever anyone runs git in it."""
+    """Whether writing target would give a folder of the workspace what git takes for a repository:
+    HEAD, objects/ and refs/ side by side, or HEAD and a commondir file that names them (git's
+    setup.c, is_git_directory()). Git discovers such a folder as a bare repository and obeys its
+    config (core.fsmonitor runs a command) whenever anyone runs git in it."""
     child = target
     for folder in [target.parent, *target.parent.parents]:
         if not folder.is_relative_to(root):
             return False
         names = {entry.name.lower() for entry in folder.iterdir()} if folder.is_dir() else set()
         names.add(child.name.lower())
-        if {"head", "objects", "refs"} <= names or {
-            "head",
-            "commondir",
-        } <= names:  # commondir names the rest
+        # commondir names the rest
+        if {"head", "objects", "refs"} <= names or {"head", "commondir"} <= names:
             return True
         child = folder
     return False
 
 
 def is_configuration(relative: Path) -> bool:
-    """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and git's
-    configuration. A model that could write them could send the key to its own server on the next run
-    (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in .git/config), or when
-    direnv next enters the folder (.envrc)."""
-    # .GIT is .git on a case-insensitive file system, and Windows drops a name's trailing dots and spaces.
+    """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and
+    git's configuration. A model that could write them could send the key to its own server on
+    the next run (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in
+    .git/config), or when direnv next enters the folder (.envrc)."""
+    # .GIT is .git on a case-insensitive file system, and Windows drops a name's trailing
+    # dots and spaces.
     parts = [part.lower().rstrip(". ") for part in relative.parts] or [""]
     return ".git" in parts or parts[-1] in (".env", ".envrc") or parts[-1].startswith(".env.")
 
 
 # --- Files: opened so that a symlink swapped in after resolve() cannot lead out -------------------
-# resolve() follows every symlink, so the path it returns has none. Opening it one folder at a time with
-# O_NOFOLLOW, each relative to the folder before (dir_fd), fails if a symlink has been swapped in since.
-# Windows has no dir_fd: there the path is used whole, and the check and the use can race.
+# resolve() follows every symlink, so the path it returns has none. Opening it one folder at a time
+# with O_NOFOLLOW, each relative to the folder before (dir_fd), fails if a symlink has been swapped
+# in since. Windows has no dir_fd: there the path is used whole, and the check and the use can race.
 
-DIR_FD = (
-    os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd
-)  # os.replace is os.rename
+# os.replace is os.rename
+DIR_FD = os.open in os.supports_dir_fd and os.rename in os.supports_dir_fd
 
 
 def open_folder(workdir: Path, folder: Path) -> int | Path:
@@ -388,7 +390,8 @@ def open_folder(workdir: Path, folder: Path) -> int | Path:
 
 
 def open_inside(workdir: Path, target: Path, flags: int) -> int:
-    """os.open a file that resolve() found inside the workspace, refusing a symlink swapped in since."""
+    """os.open a file that resolve() found inside the workspace, refusing a symlink swapped
+    in since."""
     folder = open_folder(workdir, target.parent)
     name, fd = at(folder, target.name)
     try:
@@ -401,5 +404,6 @@ def open_inside(workdir: Path, target: Path, flags: int) -> int:
 
 
 def at(folder: int | Path, name: str) -> tuple[str, int | None]:
-    """(path, dir_fd) for an os function: name inside an open folder, or the whole path where there is no dir_fd."""
+    """(path, dir_fd) for an os function: name inside an open folder, or the whole path where
+    there is no dir_fd."""
     return (name, folder) if isinstance(folder, int) else (str(Path(folder) / name), None)

@@ -1,8 +1,11 @@
-"""The least a loop can do: the agent's requests made with the bare openai SDK, its commands run with subprocess.
+"""The least a loop can do: the agent's requests made with the bare openai SDK, its commands
+run with subprocess.
 
-bench/loop.py runs this beside agent.py to measure what the agent adds. The requests are the same as
-the agent's, byte for byte (bench/loop.py checks that), so the SDK's own work is the same on both sides.
-Usage: python bench/baseline.py BASE_URL MODEL REQUEST_JSON   (REQUEST_JSON: {"system": ..., "tools": [...]})
+bench/loop.py runs this beside agent.py to measure what the agent adds. The requests are the
+same as the agent's, byte for byte (bench/loop.py checks that), so the SDK's own work is the
+same on both sides.
+Usage: python bench/baseline.py BASE_URL MODEL REQUEST_JSON
+       (REQUEST_JSON: {"system": ..., "tools": [...]})
 """
 
 import json

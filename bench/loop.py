@@ -4,9 +4,11 @@ A scripted server on 127.0.0.1 answers at once, so all that is left to measure i
   1. wall time of a 50-step run (each step one run_shell of `echo hi`), agent against baseline
   2. peak memory (maximum resident set size) of the same runs
   3. context growth: a 10-step run whose commands each print about 15 MB
-  4. prefix stability: how often a request's messages begin with the previous request's, byte for byte
+  4. prefix stability: how often a request's messages begin with the previous request's,
+     byte for byte
   5. time from process start to the first request, agent against baseline
-  6. what needs no model (--help, --show, a usage error, a missing key), against a bare `python -c pass`
+  6. what needs no model (--help, --show, a usage error, a missing key), against a bare
+     `python -c pass`
 Runs alternate agent, baseline, agent, baseline ... and report medians.
 
 Usage: python bench/loop.py [--quick] [--json PATH]
@@ -46,7 +48,8 @@ def respond(body: dict) -> dict:
 
 
 def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
-    """Run one command to the end; its wall time, peak memory, time to first request and requests."""
+    """Run one command to the end; its wall time, peak memory, time to first request
+    and requests."""
     server.requests.clear()
     env = {
         **os.environ,
@@ -54,16 +57,14 @@ def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
         "AGENT_SHELL_TIMEOUT": "60",
         "AGENT_MAX_OUTPUT": "10000",
     }
-    with open(
-        folder / "stderr.txt", "w+", encoding="utf-8"
-    ) as stderr:  # a file: a full pipe would block it
+    # a file: a full pipe would block it
+    with open(folder / "stderr.txt", "w+", encoding="utf-8") as stderr:
         started = time.monotonic()
         process = subprocess.Popen(
             command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr
         )
-        _, status, usage = os.wait4(
-            process.pid, 0
-        )  # the rusage of this one child, unlike getrusage
+        # the rusage of this one child, unlike getrusage
+        _, status, usage = os.wait4(process.pid, 0)
         wall = time.monotonic() - started
         process.returncode = os.waitstatus_to_exitcode(status)
         if process.returncode:
@@ -87,7 +88,8 @@ NO_MODEL = {
 
 
 def no_model_starts(pairs: int) -> dict:
-    """Extra milliseconds each command that needs no model takes over a bare `python -c pass`: median of pairs."""
+    """Extra milliseconds each command that needs no model takes over a bare `python -c pass`:
+    median of pairs."""
     env = {
         **os.environ,
         "AGENT_API_KEY": "",
@@ -116,7 +118,8 @@ def no_model_starts(pairs: int) -> dict:
 
 
 def sandbox_cost(run, steps: int, pairs: int) -> dict:
-    """What --sandbox adds: the same session sandboxed and not, in turn; the ratio and the milliseconds per command."""
+    """What --sandbox adds: the same session sandboxed and not, in turn; the ratio and the
+    milliseconds per command."""
     problem = tools.sandbox_problem()
     if problem:
         return {"not_measured": problem}
@@ -140,8 +143,9 @@ def prefix_stability(requests: list[dict]) -> tuple[int, int]:
 
 
 def compare(agents: list[dict], baselines: list[dict], key: str, paired) -> dict:
-    """One figure of both: medians; paired(agent, baseline) per pair, its median and middle half
-    (quartiles); and paired() of the best (lowest) run of each, which noise that only adds cannot move."""
+    """One figure of both: medians; paired(agent, baseline) per pair, its median and middle
+    half (quartiles); and paired() of the best (lowest) run of each, which noise that only
+    adds cannot move."""
     per_pair = [paired(a[key], b[key]) for a, b in zip(agents, baselines, strict=True)]
     quartiles = statistics.quantiles(per_pair, n=4) if len(per_pair) > 1 else per_pair * 3
     return {
@@ -209,7 +213,8 @@ def main() -> None:
         ]
 
     def alternate(steps: int, n: int) -> tuple[list[dict], list[dict]]:
-        """n runs of each, agent and baseline in turn, so that drift in the machine hits both alike."""
+        """n runs of each, agent and baseline in turn, so that drift in the machine hits
+        both alike."""
         runs = [
             (measure(agent(steps), server, folder), measure(baseline(steps), server, folder))
             for _ in range(n)
@@ -220,11 +225,11 @@ def main() -> None:
     agents, baselines = alternate(steps, pairs)
     if agents[0]["requests"] != baselines[0]["requests"]:
         sys.exit(
-            "bench: the baseline's requests differ from the agent's, so the comparison would be unfair"
+            "bench: the baseline's requests differ from the agent's, so the comparison "
+            "would be unfair"
         )
-    start_agents, start_baselines = alternate(
-        0, start_pairs
-    )  # an answer at once: only the start is timed
+    # an answer at once: only the start is timed
+    start_agents, start_baselines = alternate(0, start_pairs)
     flood = measure(agent(flood_steps, "flood"), server, folder)
     sandbox = sandbox_cost(
         lambda *extra: measure(agent(steps, "echo", *extra), server, folder), steps, pairs
@@ -233,7 +238,9 @@ def main() -> None:
     server.close()
     kept, seen = prefix_stability(agents[0]["requests"])
     figures = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
         "steps": steps,
         "pairs": pairs,
         "start_pairs": start_pairs,
@@ -259,7 +266,8 @@ def main() -> None:
     print(f"tool output each step added, characters: {flood['tool_chars_per_step']}")
     if options.quick:
         print(
-            "\nquick mode: one pair of short runs, so these figures are noise; run without --quick to measure"
+            "\nquick mode: one pair of short runs, so these figures are noise; run without "
+            "--quick to measure"
         )
     print(f"\nfigures: {options.json}")
 
@@ -291,7 +299,8 @@ def table(f: dict) -> str:
     flood, kept, seen = f["flood"], f["prefix_stability"]["kept"], f["prefix_stability"]["pairs"]
 
     def both(figure: dict, value: str, compared: str) -> list[str]:
-        """agent, baseline, paired median (middle half), best of each: formatted with value and compared."""
+        """agent, baseline, paired median (middle half), best of each: formatted with value
+        and compared."""
         low, high = (compared.format(q) for q in figure["quartiles"])
         paired = f"{compared.format(figure['paired'])} ({low} to {high})"
         return [
@@ -327,7 +336,8 @@ def table(f: dict) -> str:
             "<= +50 ms",
         ],
         [
-            f"tool output added per step, {len(flood['tool_chars_per_step'])} steps of ~15 MB output",
+            f"tool output added per step, {len(flood['tool_chars_per_step'])} steps of "
+            "~15 MB output",
             f"{max(flood['tool_chars_per_step']):,} chars at most",
             "",
             "",

@@ -1,8 +1,8 @@
 """The command line: python agent.py [options] "task". Options and --help are in config.py.
 
-agent.py runs main() below when it is started as a program; this file holds what the command line adds to
-run(): reading the task or one task after another, the transcript file, signals, exit statuses, and printing
-the answer. The loop itself is agent.run().
+agent.py runs main() below when it is started as a program; this file holds what the command line
+adds to run(): reading the task or one task after another, the transcript file, signals, exit
+statuses, and printing the answer. The loop itself is agent.run().
 """
 
 import contextlib
@@ -19,7 +19,8 @@ EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other s
 
 
 class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled as Ctrl-C is; its argument is the exit status, 128 + the signal's number."""
+    """SIGTERM or SIGHUP, handled as Ctrl-C is; its argument is the exit status, 128 + the
+    signal's number."""
 
 
 def stop_on_signal(number: int, frame) -> None:
@@ -27,8 +28,9 @@ def stop_on_signal(number: int, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run what the command line asks for; return the exit status. A closed stdout, or Ctrl-C (SIGTERM, SIGHUP)
-    before a task began, ends it quietly; a turn under way handles them itself (turn())."""
+    """Run what the command line asks for; return the exit status. A closed stdout, or Ctrl-C
+    (SIGTERM, SIGHUP) before a task began, ends it quietly; a turn under way handles them
+    itself (turn())."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         status = command(argv)
@@ -52,10 +54,8 @@ def command(argv: list[str] | None) -> int:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume
         recorded = transcripts.read(source) if source else []
-    except (
-        OSError,
-        ValueError,
-    ) as e:  # a bad setting (ConfigError), or a transcript that cannot be read
+    # a bad setting (ConfigError), or a transcript that cannot be read
+    except (OSError, ValueError) as e:
         say(
             f"agent: {e}"
             if isinstance(e, config.ConfigError)
@@ -70,9 +70,9 @@ def command(argv: list[str] | None) -> int:
         return 2
     if not options.replay and not config.API_KEY and not replies.is_loopback(options.base_url):
         say(
-            f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) in the environment "
-            "or in .env; .env.example shows how. No key yet? Try the loop on a recorded run: "
-            "python agent.py --replay examples/lesson-01.jsonl"
+            f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) "
+            "in the environment or in .env; .env.example shows how. No key yet? Try the loop on a "
+            "recorded run: python agent.py --replay examples/lesson-01.jsonl"
         )
         return 2
     task = read_task(options, recorded)
@@ -85,10 +85,8 @@ def command(argv: list[str] | None) -> int:
     except (OSError, transcripts.TranscriptError) as e:
         say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
         return 2
-    for number in (
-        signal.SIGTERM,
-        getattr(signal, "SIGHUP", None),
-    ):  # a closed terminal, kill, systemd
+    # a closed terminal, kill, systemd
+    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if number:
             signal.signal(number, stop_on_signal)
     try:
@@ -103,7 +101,8 @@ def command(argv: list[str] | None) -> int:
 
 
 def converse(options, task: str, recorded: list[dict], transcript) -> int:
-    """Run the task, or ask for one task after another; print the token totals; return the exit status."""
+    """Run the task, or ask for one task after another; print the token totals; return the
+    exit status."""
     replay = transcripts.Replay(recorded, options.replay) if options.replay else None
     where = replay.base_url if replay else options.base_url
     if replay:
@@ -134,18 +133,18 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
         and not replies.is_loopback(where)
     ):
         say(
-            f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless the network is yours"
+            f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless "
+            "the network is yours"
         )
     status = 0
     for each in [task] if task else tasks():
         outcome = turn(each, messages, options, client, transcript)
         status = EXIT_STATUS.get(outcome.status, 3)
         if outcome.status == "answered" and not (
-            options.stream and sys.stdout.isatty() and not replay
-        ):  # printed
-            print(
-                visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True
-            )  # piped: as written
+            options.stream and sys.stdout.isatty() and not replay  # printed
+        ):
+            # piped: as written
+            print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)
     if client.tokens:
         say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens))}")
     if replay:
@@ -154,8 +153,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
 
 
 def turn(task: str, messages: list[dict], options, client, transcript) -> Outcome:
-    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered every
-    call and recorded the end before the interruption reaches here."""
+    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered
+    every call and recorded the end before the interruption reaches here."""
     try:
         return run(
             task,
@@ -175,7 +174,8 @@ def turn(task: str, messages: list[dict], options, client, transcript) -> Outcom
 
 
 def tasks():
-    """Tasks typed at the terminal, one a line, until exit or Ctrl-D; Ctrl-C at the prompt gives a new prompt."""
+    """Tasks typed at the terminal, one a line, until exit or Ctrl-D; Ctrl-C at the prompt
+    gives a new prompt."""
     while True:
         try:  # the prompt too: a Ctrl-C that comes just after it is drawn gives a new one
             say("> ", end="")
@@ -186,16 +186,16 @@ def tasks():
             say("")
             continue
         if not line or line.strip() == "exit":
-            say(
-                "", end="" if line else "\n"
-            )  # Ctrl-D: the shell's prompt then starts a line of its own
+            # Ctrl-D: the shell's prompt then starts a line of its own
+            say("", end="" if line else "\n")
             return
         if line.strip():
             yield line.strip()
 
 
 def read_task(options, recorded: list[dict]) -> str:
-    """The task: from the command line, else the replayed transcript's, else piped in. "" means ask for tasks."""
+    """The task: from the command line, else the replayed transcript's, else piped in.
+    "" means ask for tasks."""
     task = " ".join(options.task).strip()
     if options.replay and not task:  # standard input stays unread: pdb may be reading it
         if not sys.stdin.isatty():

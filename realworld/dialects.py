@@ -1,10 +1,10 @@
 """How model families write tool calls and thinking as text, and how the agent reads them back.
 
 When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
-a model newer than the Ollama or LM Studio build), the model's tool calls and its thinking arrive as
-plain text in content. This file holds one table of the families the agent recognizes, each row naming
-where its shape comes from, and the few functions that use it. docs/servers.md (rule 10) lists the
-families and the server setting that avoids the leak.
+a model newer than the Ollama or LM Studio build), the model's tool calls and its thinking arrive
+as plain text in content. This file holds one table of the families the agent recognizes, each row
+naming where its shape comes from, and the few functions that use it. docs/servers.md (rule 10)
+lists the families and the server setting that avoids the leak.
 """
 
 import bisect
@@ -17,18 +17,18 @@ from realworld.guards import clean_text, shorten, visible
 
 # --- Arguments as models write them --------------------------------------------------------------
 
-FENCE = re.compile(
-    r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S
-)  # ```json ... ``` around the whole
+# ```json ... ``` around the whole
+FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)
 
 
 def clean_arguments(raw) -> tuple[str, str | None]:
-    """A tool call's arguments as valid JSON text to send back, and what was repaired (None if nothing).
+    """A tool call's arguments as valid JSON text to send back, and what was repaired
+    (None if nothing).
 
-    Valid JSON is kept byte for byte, so that every later request begins with the same bytes (rule 7).
-    Arguments a model wrote sloppily but unambiguously are re-encoded once, here. What cannot be read is
-    kept as a JSON string, for llama.cpp's --jinja server parses earlier calls' arguments and answers 500
-    on invalid JSON; call_tool() then tells the model what it sent."""
+    Valid JSON is kept byte for byte, so that every later request begins with the same bytes
+    (rule 7). Arguments a model wrote sloppily but unambiguously are re-encoded once, here. What
+    cannot be read is kept as a JSON string, for llama.cpp's --jinja server parses earlier calls'
+    arguments and answers 500 on invalid JSON; call_tool() then tells the model what it sent."""
     if isinstance(raw, (dict, list)):  # some servers send an object, not a string
         try:
             raw = json.dumps(raw, ensure_ascii=False)
@@ -46,9 +46,8 @@ def clean_arguments(raw) -> tuple[str, str | None]:
             if args is not None
             else (json.dumps(raw), None)
         )
-    if isinstance(
-        value, str
-    ):  # encoded twice: a JSON string holding the object, or holding anything
+    # encoded twice: a JSON string holding the object, or holding anything
+    if isinstance(value, str):
         args, _ = parse_sloppy(value)
         return (
             (json.dumps(args, ensure_ascii=False), "arguments encoded twice")
@@ -59,7 +58,8 @@ def clean_arguments(raw) -> tuple[str, str | None]:
 
 
 def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
-    """A JSON object as small models write it, and how it was read; (None, None) if it is not one."""
+    """A JSON object as small models write it, and how it was read; (None, None) if it
+    is not one."""
     fenced = FENCE.match(text)
     attempts = [
         (text, True, None),
@@ -81,8 +81,9 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 
 
 # --- Thinking written as text --------------------------------------------------------------------
-# (family, opening tag, closing tag, where the shape comes from). A closing tag that no opening tag opened
-# ends thinking too: the template put the opening tag in the prompt (vLLM's deepseek_r1 reasoning parser).
+# (family, opening tag, closing tag, where the shape comes from). A closing tag that no opening
+# tag opened ends thinking too: the template put the opening tag in the prompt (vLLM's deepseek_r1
+# reasoning parser).
 THINKING = [
     (
         "Qwen3, QwQ, DeepSeek-R1 and its distills, GLM, Kimi, MiniMax",
@@ -99,9 +100,10 @@ THINKING = [
     ("Seed-OSS", "<seed:think>", "</seed:think>", "vLLM reasoning/seed_oss_reasoning_parser.py"),
     ("Command A Reasoning", "<|START_THINKING|>", "<|END_THINKING|>", "Cohere's chat template"),
 ]
-# gpt-oss's harmony format: the analysis channel is thinking, the final channel the answer (openai/harmony
-# docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With special tokens stripped
-# (a server that decodes with skip_special_tokens) the words run together: "analysis...assistantfinal...".
+# gpt-oss's harmony format: the analysis channel is thinking, the final channel the answer
+# (openai/harmony docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With
+# special tokens stripped (a server that decodes with skip_special_tokens) the words run together:
+# "analysis...assistantfinal...".
 HARMONY_ANALYSIS = re.compile(
     r"\s*(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(.*?)(?:<\|end\|>|$)", re.S
 )
@@ -115,8 +117,9 @@ HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=
 
 
 def split_thinking(content: str) -> tuple[str, str]:
-    """(thinking, the rest) of a reply's text, for each family in THINKING and gpt-oss's harmony channels;
-    ("", content) when there is no thinking. Unclosed thinking is all thinking: the rest is ""."""
+    """(thinking, the rest) of a reply's text, for each family in THINKING and gpt-oss's harmony
+    channels; ("", content) when there is no thinking. Unclosed thinking is all thinking:
+    the rest is ""."""
     thinking, rest = "", content
     while True:
         analysis = HARMONY_ANALYSIS.match(rest)
@@ -142,8 +145,9 @@ def split_thinking(content: str) -> tuple[str, str]:
 
 
 def ends_thinking(text: str, at: int, length: int) -> bool:
-    """Whether a closing tag that no opening tag opened, at text[at], ends thinking rather than being quoted: it
-    ends its line or a tool call follows it (GLM-4.7), and it is not in code (fenced, `inline` or indented)."""
+    """Whether a closing tag that no opening tag opened, at text[at], ends thinking rather than
+    being quoted: it ends its line or a tool call follows it (GLM-4.7), and it is not in code
+    (fenced, `inline` or indented)."""
     after = text[at + length :]
     ends = not after.split("\n", 1)[0].strip() or after.lstrip().startswith(("<", "["))
     return ends and outside_code(text)(at)
@@ -175,16 +179,18 @@ def reasoning_of(message) -> str:
 
 
 # --- Tool calls written as text ------------------------------------------------------------------
-# Each family is one row: its name, where its shape comes from, the markup that opens it, and a function that
-# reads one block of it at a position of the text: (calls, where the block ends), or None if it is not there.
-# A call is {"function": {"name", "arguments"}} as a server sends one; a call that cannot be read is None.
-# A row with no opening markup (bare JSON, a Python list) counts only when it is the whole of the text.
+# Each family is one row: its name, where its shape comes from, the markup that opens it, and a
+# function that reads one block of it at a position of the text: (calls, where the block ends),
+# or None if it is not there. A call is {"function": {"name", "arguments"}} as a server sends one;
+# a call that cannot be read is None. A row with no opening markup (bare JSON, a Python list) counts
+# only when it is the whole of the text.
 
 B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as models also write it
 
 
 def deepseek_token(*words: str) -> str:
-    """A regex for one of DeepSeek's tokens: its words joined by U+2581, or by what models write for it."""
+    """A regex for one of DeepSeek's tokens: its words joined by U+2581, or by what models
+    write for it."""
     return f"<{B}" + "(?:\u2581|_|\\\\_| )".join(words) + f"{B}>"
 
 
@@ -197,8 +203,9 @@ DS_CALLS = "|".join(
     deepseek_token(*w)
     for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
 )
-# Bodies are read up to their closing tag or, where a model may leave it out, to the next opening tag or the end:
-# "(?:(?!<opening).)*?" stops at the next opening, so that text with thousands of unclosed ones reads in one pass.
+# Bodies are read up to their closing tag or, where a model may leave it out, to the next opening
+# tag or the end: "(?:(?!<opening).)*?" stops at the next opening, so that text with thousands of
+# unclosed ones reads in one pass.
 DSML = re.compile(
     rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)",
     re.S,
@@ -225,7 +232,8 @@ TOOL_CALL_END = re.compile(r"\s*(?:</tool_call>|$)")
 XML_FUNCTION = re.compile(
     r"<function=(?P<name>[^>\n]+)>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S
 )
-# A parameter ends at its closing tag, or where the next begins or the function ends (vLLM qwen3coder_tool_parser.py).
+# A parameter ends at its closing tag, or where the next begins or the function ends (vLLM
+# qwen3coder_tool_parser.py).
 XML_PARAMETER = re.compile(
     r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)",
     re.S,
@@ -249,7 +257,8 @@ DEEPSEEK_V3 = re.compile(
 )
 DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]*?){DS_SEP}\s*")
 HARMONY = re.compile(
-    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]+))?\s*<\|channel\|>(?:analysis|commentary)"
+    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]+))?\s*"
+    r"<\|channel\|>(?:analysis|commentary)"
     r"(?: to=functions\.(?P<to>[^<\s]+))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
 )
 HARMONY_GLUED_CALL = re.compile(
@@ -271,26 +280,25 @@ def json_at(text: str, at: int):
 
 
 def text_call(name, arguments) -> dict | None:
-    """A recovered call shaped as a server sends one (it has no id: servers.tool_call() gives it one); None if
-    its arguments are not an object, also when they come as a string (once or twice encoded) that holds none."""
+    """A recovered call shaped as a server sends one (it has no id: servers.tool_call() gives it
+    one); None if its arguments are not an object, also when they come as a string (once or twice
+    encoded) that holds none."""
     if isinstance(arguments, str):
         arguments = json.loads(clean_arguments(arguments)[0]) if arguments.strip() else {}
     if not isinstance(name, str) or not isinstance(arguments, dict):
         return None
     try:
         arguments = json.dumps(arguments, ensure_ascii=False)
-    except (
-        TypeError,
-        ValueError,
-        RecursionError,
-    ):  # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
+    # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
+    except (TypeError, ValueError, RecursionError):
         return None
     return {"type": "function", "function": {"name": name.strip(), "arguments": arguments}}
 
 
 def named_object(value) -> dict | None:
-    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama, Mistral, xLAM). Without
-    either, or with a JSON schema in it ("show me the tool's schema"), it is no call."""
+    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama,
+    Mistral, xLAM). Without either, or with a JSON schema in it ("show me the tool's schema"),
+    it is no call."""
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
     arguments = value.get("arguments", value.get("parameters"))
@@ -302,8 +310,9 @@ def named_object(value) -> dict | None:
 
 
 def only(body: str, inner: re.Pattern) -> list[re.Match] | None:
-    """The inner elements of a block's body, or None if anything but whitespace stands between or after them: an
-    unclosed block followed by prose ("... and then it closes the tag") is quoted, not a call."""
+    """The inner elements of a block's body, or None if anything but whitespace stands between
+    or after them: an unclosed block followed by prose ("... and then it closes the tag") is
+    quoted, not a call."""
     found = list(inner.finditer(body))
     gaps = [body[a.end() : b.start()] for a, b in itertools.pairwise(found)]
     edges = [body[: found[0].start()], body[found[-1].end() :]] if found else [body]
@@ -311,7 +320,8 @@ def only(body: str, inner: re.Pattern) -> list[re.Match] | None:
 
 
 def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
-    """The calls of a DSML or MiniMax block: one per invoke, a string per parameter (DSML marks others)."""
+    """The calls of a DSML or MiniMax block: one per invoke, a string per parameter
+    (DSML marks others)."""
     calls = []
     for each in only(body, invoke) or [None]:
         parameters = only(each.group("body"), parameter) if each else None
@@ -320,9 +330,8 @@ def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
         args = {}
         for p in parameters:
             value = p.group("value")
-            if 'string="false"' in p.groupdict().get(
-                "attrs", ""
-            ):  # DeepSeek marks a value that is not text
+            # DeepSeek marks a value that is not text
+            if 'string="false"' in p.groupdict().get("attrs", ""):
                 value = (json_at(value.strip(), 0) or [None])[0]
             args[p.group("name").strip()] = value
         calls.append(text_call(each.group("name"), args) if None not in args.values() else None)
@@ -340,7 +349,8 @@ def read_dsml(text: str, at: int):
 
 
 def read_tool_call(text: str, at: int):
-    """<tool_call>: Hermes' JSON object, Granite 3.1's JSON list, Qwen3-coder's XML or GLM's arg_key pairs."""
+    """<tool_call>: Hermes' JSON object, Granite 3.1's JSON list, Qwen3-coder's XML or GLM's
+    arg_key pairs."""
     opening = TOOL_CALL.match(text, at)
     if not opening:
         return None
@@ -348,13 +358,11 @@ def read_tool_call(text: str, at: int):
         found = read_function(text, opening.end())
         close = found and TOOL_CALL_END.match(text, found[1])
         return close and (found[0], close.end())
-    if text.startswith(
-        ("{", "["), opening.end()
-    ):  # read as JSON: a </tool_call> in a value is the value's
+    # read as JSON: a </tool_call> in a value is the value's
+    if text.startswith(("{", "["), opening.end()):
         found = json_at(text, opening.end())
-        close = found and TOOL_CALL_END.match(
-            text, found[1]
-        )  # then the closing tag, or the end of the text
+        # then the closing tag, or the end of the text
+        close = found and TOOL_CALL_END.match(text, found[1])
         if not close:
             return None
         values = found[0] if isinstance(found[0], list) else [found[0]]
@@ -368,7 +376,8 @@ def read_tool_call(text: str, at: int):
 
 
 def read_function(text: str, at: int):
-    """Qwen3-coder's <function=NAME><parameter=P>V</parameter></function>, or Llama 3.1's <function=NAME>{json}."""
+    """Qwen3-coder's <function=NAME><parameter=P>V</parameter></function>, or Llama 3.1's
+    <function=NAME>{json}."""
     block = XML_FUNCTION.match(text, at)
     if not block:
         return None
@@ -386,7 +395,8 @@ def read_function(text: str, at: int):
 
 
 def read_kimi(text: str, at: int):
-    """One Kimi K2 call: functions.NAME:INDEX, then its arguments, read as JSON where they are JSON."""
+    """One Kimi K2 call: functions.NAME:INDEX, then its arguments, read as JSON where
+    they are JSON."""
     call = KIMI.match(text, at)
     if not call:
         return None
@@ -416,7 +426,8 @@ def read_deepseek(text: str, at: int):
 
 
 def read_mistral(text: str, at: int):
-    """[TOOL_CALLS] then a JSON list of calls (before tokenizer v11) or NAME[CALL_ID]ID[ARGS]{json} (v11, v13)."""
+    """[TOOL_CALLS] then a JSON list of calls (before tokenizer v11) or NAME[CALL_ID]ID[ARGS]{json}
+    (v11, v13)."""
     if not text.startswith("[TOOL_CALLS]", at):
         return None
     at += len("[TOOL_CALLS]")
@@ -434,7 +445,8 @@ def read_mistral(text: str, at: int):
 
 
 def read_harmony(text: str, at: int):
-    """A gpt-oss message addressed to a tool: its recipient in the header, its arguments after <|message|>."""
+    """A gpt-oss message addressed to a tool: its recipient in the header, its arguments
+    after <|message|>."""
     header = HARMONY.match(text, at) or HARMONY_GLUED_CALL.match(text, at)
     name = header and (
         header.groupdict().get("name")
@@ -451,8 +463,9 @@ def read_harmony(text: str, at: int):
 
 
 def read_json(text: str, at: int):
-    """Bare JSON: {"name", "parameters"} (Llama 3.x), a list of {"name", "arguments"} (Mistral with its tokens
-    stripped, xLAM, Phi-4-mini, Granite 3.0), or NAME{json} (Mistral v11 with [TOOL_CALLS] and [ARGS] stripped)."""
+    """Bare JSON: {"name", "parameters"} (Llama 3.x), a list of {"name", "arguments"} (Mistral
+    with its tokens stripped, xLAM, Phi-4-mini, Granite 3.0), or NAME{json} (Mistral v11 with
+    [TOOL_CALLS] and [ARGS] stripped)."""
     named = BARE_NAME.match(text, at)
     found = json_at(text, named.end() if named else at)
     if not found:
@@ -464,8 +477,9 @@ def read_json(text: str, at: int):
 
 
 def read_pythonic(text: str, at: int):
-    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, LFM2; or one call a line inside
-    <function_calls> (OLMo 3). Keyword arguments with literal values only: true, false and null as JSON's."""
+    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, LFM2; or one call
+    a line inside <function_calls> (OLMo 3). Keyword arguments with literal values only: true,
+    false and null as JSON's."""
     import ast
 
     if text.startswith("[", at):
@@ -508,8 +522,8 @@ def literal(node):
     return ast.literal_eval(node)
 
 
-# (family, where its shape comes from, the markup that opens it, its reader). A reader also reads a bare block
-# (no opening markup) at the start of the text or after an ANNOUNCING token.
+# (family, where its shape comes from, the markup that opens it, its reader). A reader also reads a
+# bare block (no opening markup) at the start of the text or after an ANNOUNCING token.
 FAMILIES = [
     (
         "DeepSeek V3.2 DSML",
@@ -524,9 +538,10 @@ FAMILIES = [
         read_dsml,
     ),
     (
-        "Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); Granite 3.1 (list)",
-        "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, glm4_moe_tool_parser.py, "
-        "glm47_moe_tool_parser.py, granite_tool_parser.py",
+        "Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); "
+        "Granite 3.1 (list)",
+        "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, "
+        "glm4_moe_tool_parser.py, glm47_moe_tool_parser.py, granite_tool_parser.py",
         r"<tool_call>",
         read_tool_call,
     ),
@@ -558,13 +573,14 @@ FAMILIES = [
     (
         "gpt-oss (harmony)",
         "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
-        r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|<\|channel\|>(?:commentary|analysis) to=",
+        r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|"
+        r"<\|channel\|>(?:commentary|analysis) to=",
         read_harmony,
     ),
     (
         "Llama 3.x JSON; Granite 3.0; Mistral, xLAM and Phi-4-mini with their tokens stripped",
-        "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, xlam_tool_parser.py, "
-        "phi4mini_tool_parser.py",
+        "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, "
+        "xlam_tool_parser.py, phi4mini_tool_parser.py",
         r"<\|python_tag\|>|functools(?=\[)|<\|tool_call\|>",
         read_json,
     ),
@@ -577,9 +593,13 @@ FAMILIES = [
 ]
 OPENINGS = [(family, re.compile(opening), reader) for family, _source, opening, reader in FAMILIES]
 OPENING = re.compile("|".join(f"(?:{opening})" for _f, _s, opening, _r in FAMILIES))
-# Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section ends, the
-# end-of-turn tokens a server that did not stop on them leaves in, Llama's separators between JSON calls).
-ANNOUNCING = r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|<\|tool_call\|>"
+# Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section
+# ends, the end-of-turn tokens a server that did not stop on them leaves in, Llama's separators
+# between JSON calls).
+ANNOUNCING = (
+    r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|"
+    r"<\|tool_call\|>"
+)
 END_OF_SENTENCE = deepseek_token("end", "of", "sentence")
 BETWEEN = re.compile(
     rf"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|{DS_CALLS}|{END_OF_SENTENCE}|<\|im_end\|>|<\|eot_id\|>|"
@@ -590,7 +610,8 @@ FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 # Words that introduce a quoted example rather than a call: "a call looks like this:".
 QUOTING = re.compile(
-    r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|writes?|emits?|would)\b",
+    r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|"
+    r"writes?|emits?|would)\b",
     re.I,
 )
 
@@ -598,10 +619,11 @@ QUOTING = re.compile(
 def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
-    Returns (calls, the content before them, what happened); ([], content, []) when there are none. Markup
-    counts only where a leaked call stands: after the thinking, outside code (``` or ~~~ fences, `inline`,
-    indented), not after a colon that introduces it, with nothing but more calls after it, every call naming
-    a known tool with arguments that parse. An answer that explains or quotes a tool call is an answer."""
+    Returns (calls, the content before them, what happened); ([], content, []) when there are none.
+    Markup counts only where a leaked call stands: after the thinking, outside code (``` or ~~~
+    fences, `inline`, indented), not after a colon that introduces it, with nothing but more calls
+    after it, every call naming a known tool with arguments that parse. An answer that explains or
+    quotes a tool call is an answer."""
     rest = split_thinking(content)[1]
     offset = len(content) - len(rest) if content.endswith(rest) else None
     if offset is None or not rest.strip():  # harmony's final channel: no calls in it
@@ -615,7 +637,8 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
         if calls:
             names = ", ".join(c["function"]["name"] for c in calls)
             happened = (
-                f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real calls; "
+                f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): "
+                "run as real calls; "
                 + (
                     "DeepSeek's API sometimes does this, nothing to set"
                     if "DSML" in family
@@ -627,9 +650,9 @@ def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
 
 
 def quoted(text: str, at: int) -> bool:
-    """Whether markup at text[at], after some text, is quoted rather than a call: thinking that did not start the
-    reply stands before it, or a colon after words that introduce an example ("a call looks like this:"). After
-    "Let me look:" it is a call: real leaks often follow such a line."""
+    """Whether markup at text[at], after some text, is quoted rather than a call: thinking that did
+    not start the reply stands before it, or a colon after words that introduce an example ("a call
+    looks like this:"). After "Let me look:" it is a call: real leaks often follow such a line."""
     before = text[:at]
     if any(tag in before for tag in THINKING_TAGS):
         return True
@@ -638,21 +661,21 @@ def quoted(text: str, at: int) -> bool:
 
 
 SERVER_FIX = (
-    "the server did not parse them: start llama.cpp with --jinja, vLLM with --enable-auto-tool-choice "
-    "--tool-call-parser for the model (docs/servers.md)"
+    "the server did not parse them: start llama.cpp with --jinja, vLLM with "
+    "--enable-auto-tool-choice --tool-call-parser for the model (docs/servers.md)"
 )
 
 
 def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
-    """The calls in text[at:] if it is nothing but tool-call markup, and the first one's family; ([], "") if
-    anything else is there, or any call is bad or names no known tool. Markup inside a block is its text."""
+    """The calls in text[at:] if it is nothing but tool-call markup, and the first one's family;
+    ([], "") if anything else is there, or any call is bad or names no known tool. Markup inside
+    a block is its text."""
     calls, family = [], ""
     while True:
         between = BETWEEN.match(text, at)
         at = between.end() if between else at
-        bare = bare or bool(
-            between and re.search(ANNOUNCING, text[between.start() : at + 1])
-        )  # <|python_tag|>{
+        # <|python_tag|>{
+        bare = bare or bool(between and re.search(ANNOUNCING, text[between.start() : at + 1]))
         if at >= len(text):
             break
         for name, opening, reader in OPENINGS:
@@ -677,11 +700,11 @@ def first_opening(text: str) -> int | None:
 
 
 def outside_code(text: str):
-    """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline` code, and lines
-    indented as code or quoted with >. The fences and spans are found once, for all the positions tested."""
-    fences = [
-        m.start() for m in FENCE_LINE.finditer(text)
-    ]  # an even number before a position: not in a block
+    """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline`
+    code, and lines indented as code or quoted with >. The fences and spans are found once, for all
+    the positions tested."""
+    # an even number before a position: not in a block
+    fences = [m.start() for m in FENCE_LINE.finditer(text)]
     inline = [m.span() for m in INLINE_CODE.finditer(text)]
     return lambda at: (
         bisect.bisect(fences, at) % 2 == 0
@@ -697,8 +720,8 @@ def indented(text: str, at: int) -> bool:
 
 
 def tool_name(name: str, known) -> str:
-    """The tool a name names: markup and whitespace around a known tool's name are dropped when that leaves
-    exactly one (Kimi's functions.read_file:0, gpt-oss's read_file<|channel|>commentary)."""
+    """The tool a name names: markup and whitespace around a known tool's name are dropped when that
+    leaves exactly one (Kimi's functions.read_file:0, gpt-oss's read_file<|channel|>commentary)."""
     name = name.strip()
     if name in known:
         return name
@@ -713,9 +736,10 @@ def tool_name(name: str, known) -> str:
 
 
 class Printer:
-    """A streamed reply's text printed as it comes, line by line, without its thinking or tool-call markup: on a
-    terminal only (a pipe gets the answer at the end, as without --stream). A model whose template opened the
-    thinking in the prompt shows it before its </think> arrives: that much cannot be known while it streams."""
+    """A streamed reply's text printed as it comes, line by line, without its thinking or tool-call
+    markup: on a terminal only (a pipe gets the answer at the end, as without --stream). A model
+    whose template opened the thinking in the prompt shows it before its </think> arrives: that much
+    cannot be known while it streams."""
 
     def __init__(self, known):
         self.known, self.text, self.shown = known, "", ""

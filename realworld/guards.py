@@ -1,4 +1,5 @@
-"""Text for the person and for the model: one way to print progress, and the guards every text passes.
+"""Text for the person and for the model: one way to print progress, and the guards
+every text passes.
 
 What the model and the tools write is not trusted. say() is how every line for the person reaches
 stderr, with control characters shown as escapes. clip() is how every tool result reaches the model,
@@ -10,22 +11,25 @@ import sys
 
 import config
 
-# Letters and symbols that Unicode counts as visible but that a terminal draws as nothing: the Hangul fillers
-# and the braille blank. Everything else invisible is found by its Unicode category (see visible()).
+# Letters and symbols that Unicode counts as visible but that a terminal draws as nothing:
+# the Hangul fillers and the braille blank. Everything else invisible is found by its Unicode
+# category (see visible()).
 EMPTY_GLYPHS = "\u115f\u1160\u3164\uffa0\u2800"
 
 
 def say(text: str, end: str = "\n") -> None:
-    """A line for the person: on stderr, so that stdout holds only the answer. What the model or a tool wrote
-    may be in it, so control characters are shown as escapes: an escape sequence could redraw the screen."""
+    """A line for the person: on stderr, so that stdout holds only the answer. What the model or
+    a tool wrote may be in it, so control characters are shown as escapes: an escape sequence
+    could redraw the screen."""
     print(visible(text), end=end, file=sys.stderr, flush=True)
 
 
 def visible(text: str) -> str:
-    """text with every character a terminal would obey or draw as nothing written as an escape (\\x1b, \\r,
-    \\u202e, \\xa0, \\u200b): by Unicode category, the controls, format characters (zero-width, bidi), separators
-    but the ASCII space (no-break and ideographic spaces), private-use, unassigned and surrogate code points,
-    which are what str.isprintable() refuses; and EMPTY_GLYPHS. Newlines and tabs stay."""
+    """text with every character a terminal would obey or draw as nothing written as an escape
+    (\\x1b, \\r, \\u202e, \\xa0, \\u200b): by Unicode category, the controls, format characters
+    (zero-width, bidi), separators but the ASCII space (no-break and ideographic spaces),
+    private-use, unassigned and surrogate code points, which are what str.isprintable() refuses;
+    and EMPTY_GLYPHS. Newlines and tabs stay."""
     if text.replace("\n", "").replace("\t", "").isprintable() and not any(
         c in text for c in EMPTY_GLYPHS
     ):
@@ -40,15 +44,16 @@ def escape(character: str) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """One line of at most limit characters. Only ASCII blanks are joined: any other is shown by visible()."""
+    """One line of at most limit characters. Only ASCII blanks are joined: any other is shown
+    by visible()."""
     text = re.sub(r"[ \t\r\n\f\v]+", " ", str(text)).strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def clean_text(value) -> str:
-    """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split across two
-    stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as UTF-8. Content sent
-    as a list of parts (OpenAI's content array) is their text, joined."""
+    """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split
+    across two stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as
+    UTF-8. Content sent as a list of parts (OpenAI's content array) is their text, joined."""
     if isinstance(value, list):
         value = "".join(
             p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)
@@ -64,8 +69,9 @@ def hide_key(text: str) -> str:
 
 
 def clip(text: str, limit: int | None = None) -> str:
-    """What the model gets of a tool result: the key blanked out, then at most limit (AGENT_MAX_OUTPUT)
-    characters, the head and the tail, with a line that says how much was left out."""
+    """What the model gets of a tool result: the key blanked out, then at most limit
+    (AGENT_MAX_OUTPUT) characters, the head and the tail, with a line that says how much
+    was left out."""
     text, limit = hide_key(text), limit or config.MAX_OUTPUT
     if len(text) <= limit:
         return text
@@ -75,11 +81,10 @@ def clip(text: str, limit: int | None = None) -> str:
 
 
 def joined(head: str, left_out: str, tail: str) -> str:
-    """Head and tail with the line between them. Where the cut went through the key, its half is blanked too."""
-    key, lengths = (
-        config.HIDDEN_KEY,
-        range(len(config.HIDDEN_KEY) - 1, 7, -1),
-    )  # 8 characters or more of it
+    """Head and tail with the line between them. Where the cut went through the key, its half
+    is blanked too."""
+    # 8 characters or more of it
+    key, lengths = config.HIDDEN_KEY, range(len(config.HIDDEN_KEY) - 1, 7, -1)
     cut = next((n for n in lengths if head.endswith(key[:n])), 0)
     head = head[:-cut] + "***" if cut else head
     cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)

@@ -1,7 +1,8 @@
 """Processes: a command's output read as it comes, and no command outliving its limits.
 
-run_shell (tools.py) starts each command in a process group of its own; what the command starts, also
-what leaves that group (setsid, nohup), is found here through the child subreaper and /proc, and ended.
+run_shell (tools.py) starts each command in a process group of its own; what the command starts,
+also what leaves that group (setsid, nohup), is found here through the child subreaper and
+/proc, and ended.
 """
 
 import codecs
@@ -21,13 +22,13 @@ SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 
 
 class Capture:
-    """A command's output as it comes: its first and last characters, and how many there were in all."""
+    """A command's output as it comes: its first and last characters, and how many there
+    were in all."""
 
     def __init__(self, limit: int):
         self.limit, self.head, self.tail, self.count = limit, "", "", 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")(
-            errors="replace"
-        )  # output may be in any encoding
+        # output may be in any encoding
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def read_all(self, pipe) -> None:
         for chunk in iter(lambda: pipe.read1(65536), b""):
@@ -49,8 +50,9 @@ class Capture:
 
 
 def shell_env() -> dict[str, str]:
-    """The environment minus the API key (no variable named for a key, and none whose value holds it), plus a git
-    setting that ignores a bare repository git was not pointed to (safe.bareRepository, git 2.38 and later)."""
+    """The environment minus the API key (no variable named for a key, and none whose value
+    holds it), plus a git setting that ignores a bare repository git was not pointed to
+    (safe.bareRepository, git 2.38 and later)."""
     key = config.HIDDEN_KEY
     env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
     count = int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0
@@ -66,8 +68,9 @@ def shell_env() -> dict[str, str]:
 
 @functools.cache  # once is enough: the setting lasts as long as the process
 def adopt_orphans() -> None:
-    """On Linux, make the agent the parent of every orphan its commands leave (a child subreaper), so that
-    one started with setsid or nohup, or by a shell that has exited, can still be found and ended."""
+    """On Linux, make the agent the parent of every orphan its commands leave (a child subreaper),
+    so that one started with setsid or nohup, or by a shell that has exited, can still be
+    found and ended."""
     if sys.platform.startswith("linux"):
         import ctypes
 
@@ -94,8 +97,8 @@ def descendants(pid: int) -> set[int]:
 
 
 def stop_command(process: subprocess.Popen, before: set[int]) -> None:
-    """End the command, every process it started, also those that left its process group (setsid), and
-    every orphan it left to the agent since it started (those in before were there already)."""
+    """End the command, every process it started, also those that left its process group (setsid),
+    and every orphan it left to the agent since it started (those in before were there already)."""
     kill_rounds(
         lambda: descendants(process.pid) | (children(os.getpid()) - before - {process.pid}), process
     )
@@ -103,13 +106,14 @@ def stop_command(process: subprocess.Popen, before: set[int]) -> None:
 
 
 def stop_all() -> None:
-    """At exit: end every process a command started that is still running (on Linux, where they are known)."""
+    """At exit: end every process a command started that is still running (on Linux, where
+    they are known)."""
     kill_rounds(lambda: descendants(os.getpid()))
 
 
 def kill_rounds(find, command: subprocess.Popen | None = None) -> None:
-    """Kill what find() returns (and the command's process group), round after round until nothing is
-    left: each round ends what the round before could not see; a fork bomb stops at the tenth."""
+    """Kill what find() returns (and the command's process group), round after round until nothing
+    is left: each round ends what the round before could not see; a fork bomb stops at the tenth."""
     for _ in range(10):
         alive = find()
         if command:
@@ -121,7 +125,8 @@ def kill_rounds(find, command: subprocess.Popen | None = None) -> None:
 
 
 def kill(pid: int) -> None:
-    """SIGKILL one process and its process group, if it still exists; then reap it if it was the agent's."""
+    """SIGKILL one process and its process group, if it still exists; then reap it if it
+    was the agent's."""
     for send in (os.kill, getattr(os, "killpg", None)):
         with contextlib.suppress(OSError, TypeError):
             send(pid, getattr(signal, "SIGKILL", signal.SIGTERM))

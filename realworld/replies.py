@@ -3,7 +3,8 @@
 agent.py calls client.chat.completions.create(...) as the SDK documents it. The Client below answers
 that call with a ChatCompletion that is already whole and honest, whatever the server did:
 - a stream put together (its text printed as it comes), and a time limit for the whole request;
-- a failure raised as one exception, RequestFailed, whose message is one line in the provider's words;
+- a failure raised as one exception, RequestFailed, whose message is one line in the
+  provider's words;
 - a tool call the model wrote as text recovered into msg.tool_calls (dialects.py), its arguments
   valid JSON, its id unique, at most MAX_CALLS of them;
 - msg as it goes back: every field the server sent (rule 2), content a string, never null (rule 1).
@@ -29,9 +30,8 @@ from realworld.guards import clean_text, hide_key, say, shorten
 from tools import TOOL_MAP
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
-OUTPUT_RETRIES = (
-    2  # new tries when the provider says the model's output, not the request, was malformed
-)
+# new tries when the provider says the model's output, not the request, was malformed
+OUTPUT_RETRIES = 2
 PROMPT_CUT = (
     "the server counted fewer prompt tokens than on the step before, though the conversation only "
     "grew: it is cutting the start of the prompt (system prompt and task first). Give the model a "
@@ -53,8 +53,9 @@ class RequestFailed(Exception):
 class Client:
     """client.chat.completions.create(...) as the SDK answers it, made whole and honest (see above).
 
-    inner: an openai.OpenAI, or a replay of a transcript. stream: ask for a stream and print its text
-    as it comes. trace: print each request and the raw reply. tokens: each reply's token counts."""
+    inner: an openai.OpenAI, or a replay of a transcript. stream: ask for a stream and print
+    its text as it comes. trace: print each request and the raw reply. tokens: each reply's
+    token counts."""
 
     def __init__(self, inner, stream: bool = False, trace: bool = False):
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
@@ -97,7 +98,8 @@ class Client:
 
 
 def make_client(stream: bool = False, trace: bool = False, base_url: str | None = None) -> Client:
-    """The Client for the server the settings name (AGENT_BASE_URL, AGENT_API_KEY, AGENT_TIMEOUT)."""
+    """The Client for the server the settings name (AGENT_BASE_URL, AGENT_API_KEY,
+    AGENT_TIMEOUT)."""
     return Client(
         openai_client(base_url or config.BASE_URL, config.API_KEY, config.TIMEOUT), stream, trace
     )
@@ -116,7 +118,8 @@ def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
     names = ", ".join(t["function"]["name"] for t in tools)
     say(
-        f"── request: model {model}, tools {names}, {len(messages)} messages; new since the last request:"
+        f"── request: model {model}, tools {names}, {len(messages)} messages; new since "
+        "the last request:"
     )
     say(json.dumps(messages[last:], indent=2, ensure_ascii=False))
 
@@ -127,8 +130,9 @@ def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
 def openai_client(base_url: str, api_key: str, timeout: float):
     """An openai.OpenAI whose every request, body and stream included, ends within timeout seconds.
 
-    The SDK's own timeout bounds each read, not the whole: a body that trickles in one byte a second,
-    or a stream that never ends, would hold the terminal for ever. The SDK retries a timed-out read twice."""
+    The SDK's own timeout bounds each read, not the whole: a body that trickles in one byte a
+    second, or a stream that never ends, would hold the terminal for ever. The SDK retries a
+    timed-out read twice."""
     import openai
 
     def limit(response) -> None:  # runs when the headers have arrived, before the body is read
@@ -140,7 +144,8 @@ def openai_client(base_url: str, api_key: str, timeout: float):
         request.extensions["started"] = time.monotonic()
 
     http_client = openai.DefaultHttpxClient(event_hooks={"request": [stamp], "response": [limit]})
-    # A local server needs no key, but the SDK must get one: given None it would send OPENAI_API_KEY.
+    # A local server needs no key, but the SDK must get one: given None it would send
+    # OPENAI_API_KEY.
     return openai.OpenAI(
         base_url=base_url, api_key=api_key or "no-key", timeout=timeout, http_client=http_client
     )
@@ -181,29 +186,26 @@ def is_loopback(url: str) -> bool:
 
 
 def ask(create, base_url: str, model: str):
-    """What create() (the one call to the model) returned, as one whole ChatCompletion; RequestFailed
-    with one line in the provider's words if there is none. Asked again when the provider says that the
-    model's output, not the request, was malformed (Groq's tool_use_failed)."""
+    """What create() (the one call to the model) returned, as one whole ChatCompletion;
+    RequestFailed with one line in the provider's words if there is none. Asked again when
+    the provider says that the model's output, not the request, was malformed (Groq's
+    tool_use_failed)."""
     import openai
 
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
             return whole_reply(create(), model)
-        except (
-            openai.APIError,
-            ValueError,
-            RecursionError,
-        ) as e:  # the SDK lets a body that is not JSON through
+        # the SDK lets a body that is not JSON through
+        except (openai.APIError, ValueError, RecursionError) as e:
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
                 say(
-                    f"agent: the provider could not read the model's tool call ({error_text(e)}); asking again"
+                    f"agent: the provider could not read the model's tool call ({error_text(e)}); "
+                    "asking again"
                 )
                 continue
             raise RequestFailed(explain(e, base_url, model)) from None
-        except (
-            AttributeError,
-            TypeError,
-        ) as e:  # chunks of another shape: the SDK builds them without checking
+        # chunks of another shape: the SDK builds them without checking
+        except (AttributeError, TypeError) as e:
             raise RequestFailed(
                 f"the server sent a stream that is not a chat completion stream ({e})"
             ) from None
@@ -211,17 +213,16 @@ def ask(create, base_url: str, model: str):
 
 
 def whole_reply(resp, model: str):
-    """The reply, a stream put together; RequestFailed if it is an error or not a chat completion."""
+    """The reply, a stream put together; RequestFailed if it is an error or not a chat
+    completion."""
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
         resp = collect_stream(resp, model)
-    error = (getattr(resp, "model_extra", None) or {}).get(
-        "error"
-    )  # a 200 body that carries an error
+    # a 200 body that carries an error
+    error = (getattr(resp, "model_extra", None) or {}).get("error")
     choices = getattr(resp, "choices", None)
     if isinstance(choices, list) and choices:
-        error = error or (getattr(choices[0], "model_extra", None) or {}).get(
-            "error"
-        )  # OpenRouter: in the choice
+        # OpenRouter: in the choice
+        error = error or (getattr(choices[0], "model_extra", None) or {}).get("error")
         if getattr(choices[0], "finish_reason", None) == "error":
             error = error or "no message from the server"
     if error:
@@ -235,7 +236,8 @@ def whole_reply(resp, model: str):
 
 
 def reply_problem(resp) -> str | None:
-    """What makes a reply unusable as a chat completion ("no choices", ...), or None if nothing does."""
+    """What makes a reply unusable as a chat completion ("no choices", ...), or None if
+    nothing does."""
     choices = getattr(resp, "choices", None)
     if not isinstance(choices, list) or not choices:
         return "no choices"
@@ -260,11 +262,8 @@ def collect_stream(stream, model: str):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
-    finish_reason, usage, error = (
-        "incomplete_stream",
-        None,
-        None,
-    )  # a stream that never says why it ended was cut
+    # a stream that never says why it ended was cut
+    finish_reason, usage, error = "incomplete_stream", None, None
     printer = dialects.Printer(TOOL_MAP)
     for chunk in stream:
         usage = chunk.usage or usage
@@ -285,14 +284,14 @@ def collect_stream(stream, model: str):
 
 
 def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
-    """Add one streamed tool-call fragment: the first at an index brings id, type and name, the rest arguments."""
+    """Add one streamed tool-call fragment: the first at an index brings id, type and name,
+    the rest arguments."""
     if not isinstance(piece, dict):
         raise TypeError(f"a tool call fragment that is not an object: {shorten(str(piece), 80)}")
     index = piece.pop("index", 0) or 0
     call = at_index.get(index)
-    if call is None or (
-        piece.get("id") and call.get("id") and piece["id"] != call["id"]
-    ):  # Ollama: a new id
+    # Ollama: a new id
+    if call is None or (piece.get("id") and call.get("id") and piece["id"] != call["id"]):
         call = at_index[index] = {}
         calls.append(call)
     call.update(merge(call, piece))
@@ -311,9 +310,9 @@ JOINED = (
 
 
 def merge(old, new, key: str = ""):
-    """A streamed field with the next fragment added: text joined (content, arguments, reasoning, ...), objects
-    merged key by key, list items merged by their index (OpenRouter's reasoning_details); any other value the
-    last one sent."""
+    """A streamed field with the next fragment added: text joined (content, arguments,
+    reasoning, ...), objects merged key by key, list items merged by their index (OpenRouter's
+    reasoning_details); any other value the last one sent."""
     if old is None or new is None:
         return new if old is None else old
     if key in JOINED and not (isinstance(old, str) and isinstance(new, str)):
@@ -342,9 +341,10 @@ def merge(old, new, key: str = ""):
 
 
 def completion(message: dict, finish_reason: str | None, usage, model: str, error=None, **extra):
-    """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish reasons pass). error:
-    the one a stream's choice carried (OpenRouter), kept in the choice for whole_reply() to report. extra: the
-    agent's own fields beside the reply (repairs, latency_ms), never sent to a server."""
+    """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish
+    reasons pass). error: the one a stream's choice carried (OpenRouter), kept in the choice for
+    whole_reply() to report. extra: the agent's own fields beside the reply (repairs, latency_ms),
+    never sent to a server."""
     from openai.types.chat import ChatCompletion
 
     choices = [
@@ -372,10 +372,11 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
-    Every field the server sent goes back unchanged (rule 2: DeepSeek's reasoning_content, OpenRouter's
-    reasoning and reasoning_details, Gemini's thought signatures on tool calls, whatever comes next),
-    but for what every server needs made explicit (rule 1): content a string, never null (Ollama's and
-    Mistral's templates reject null), and each tool call with a unique id, a type and JSON arguments."""
+    Every field the server sent goes back unchanged (rule 2: DeepSeek's reasoning_content,
+    OpenRouter's reasoning and reasoning_details, Gemini's thought signatures on tool calls,
+    whatever comes next), but for what every server needs made explicit (rule 1): content a string,
+    never null (Ollama's and Mistral's templates reject null), and each tool call with a unique id,
+    a type and JSON arguments."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
     message = {
         "role": "assistant",
@@ -383,15 +384,13 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     }
     message["content"] = clean_text(sent.get("content"))
     calls, repairs = sent.get("tool_calls") or [], []
-    if (
-        not calls and message["content"]
-    ):  # a tool call written as text, when the server did not parse it
+    # a tool call written as text, when the server did not parse it
+    if not calls and message["content"]:
         calls, message["content"], repairs = dialects.recover_tool_calls(
             message["content"], TOOL_MAP
         )
-    if (
-        len(calls) > config.MAX_CALLS
-    ):  # one reply can hold thousands: the step's results stay bounded
+    # one reply can hold thousands: the step's results stay bounded
+    if len(calls) > config.MAX_CALLS:
         repairs.append(f"kept the first {config.MAX_CALLS} of {len(calls)} tool calls (MAX_CALLS)")
         calls = calls[: config.MAX_CALLS]
     if calls:
@@ -401,16 +400,15 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
 
 
 def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
-    """One tool call with a unique id, a type and its arguments as a valid JSON string; its other fields kept."""
+    """One tool call with a unique id, a type and its arguments as a valid JSON string; its
+    other fields kept."""
     call = call if isinstance(call, dict) else {}
-    function = (
-        call.get("function") if isinstance(call.get("function"), dict) else {}
-    )  # none for a "custom" call
+    # none for a "custom" call
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id.strip() or call_id in taken:
-        call_id = (
-            f"call_{uuid.uuid4().hex[:24]}"  # some local servers send none, or the same every time
-        )
+        # some local servers send none, or the same every time
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
     taken.add(call_id)
     arguments, repair = dialects.clean_arguments(function.get("arguments"))
     if repair:
@@ -446,12 +444,13 @@ def usage_of(resp) -> dict | None:
 
 
 def count_tokens(usage: dict | None) -> dict:
-    """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported as a number."""
-    usage = (
-        usage if isinstance(usage, dict) else {}
-    )  # a transcript written by hand may hold anything
+    """Prompt, cached prompt and completion tokens from a usage dict, 0 where not reported
+    as a number."""
+    # a transcript written by hand may hold anything
+    usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
-    # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as prompt_tokens_details.cached_tokens.
+    # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as
+    # prompt_tokens_details.cached_tokens.
     cached = usage.get("prompt_cache_hit_tokens") or (
         details.get("cached_tokens") if isinstance(details, dict) else 0
     )
@@ -469,14 +468,18 @@ def total_tokens(used: list[dict]) -> dict:
 
 
 def prompt_first_cut(used: list[dict]) -> bool:
-    """Whether the last step is the first whose prompt was smaller than the step's before: the conversation only
-    grows, so a server that counts fewer prompt tokens has cut the prompt (Ollama keeps only its window's end)."""
+    """Whether the last step is the first whose prompt was smaller than the step's before:
+    the conversation only grows, so a server that counts fewer prompt tokens has cut the prompt
+    (Ollama keeps only its window's end)."""
     cuts = [0 < after["prompt"] < before["prompt"] for before, after in itertools.pairwise(used)]
     return bool(cuts) and cuts[-1] and not any(cuts[:-1])
 
 
 def describe_tokens(counts: dict) -> str:
-    return f"{counts['prompt']} prompt tokens ({counts['cached']} cached), {counts['completion']} completion tokens"
+    return (
+        f"{counts['prompt']} prompt tokens ({counts['cached']} cached), {counts['completion']} "
+        "completion tokens"
+    )
 
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------
@@ -492,19 +495,27 @@ def explain(error: Exception, base_url: str, model: str) -> str:
 
     detail = error_text(error)
     if isinstance(error, openai.APITimeoutError):
-        return f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up and not overloaded."
+        return (
+            f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up "
+            "and not overloaded."
+        )
     if isinstance(error, openai.APIConnectionError):
         cause = hide_key(str(error.__cause__ or error))
-        return f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, or start the server."
+        return (
+            f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, "
+            "or start the server."
+        )
     if isinstance(error, ValueError):  # not JSON, or not UTF-8
-        return f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an OpenAI-compatible API?"
+        return (
+            f"the server's reply is not a chat completion ({detail}). Is AGENT_BASE_URL an "
+            "OpenAI-compatible API?"
+        )
     if isinstance(error, RecursionError):
         return (
             "the server's reply is nested too deep to read. Is AGENT_BASE_URL the server you meant?"
         )
-    if not isinstance(
-        error, openai.APIStatusError
-    ):  # an error event in the middle of a stream (OpenRouter)
+    # an error event in the middle of a stream (OpenRouter)
+    if not isinstance(error, openai.APIStatusError):
         return f"the server reported an error in the middle of its reply: {detail}"
     status = error.status_code
     hint = {
@@ -512,30 +523,42 @@ def explain(error: Exception, base_url: str, model: str) -> str:
         402: "Check your balance with the provider.",
         403: "Check that your key may use this model.",
         404: "Check AGENT_BASE_URL (many servers want it to end in /v1) and AGENT_MODEL.",
-        429: "The provider is rate limiting you or your balance is empty; wait, or check your account.",
+        429: (
+            "The provider is rate limiting you or your balance is empty; wait, or check "
+            "your account."
+        ),
     }.get(status, "Check AGENT_MODEL and AGENT_BASE_URL." if status == 400 else "Try again later.")
-    if html_title(error_body(error)) is not None:  # a web server or a gateway, not an OpenAI-compatible API
+    # a web server or a gateway, not an OpenAI-compatible API
+    if html_title(error_body(error)) is not None:
         hint = (
-            "That is a web page, not an API's answer: check AGENT_BASE_URL (many servers want it to end in "
-            "/v1)" + (", or try again later: a gateway in front of the server failed." if status >= 500 else ".")
+            "That is a web page, not an API's answer: check AGENT_BASE_URL "
+            "(many servers want it to end in /v1)"
+            + (
+                ", or try again later: a gateway in front of the server failed."
+                if status >= 500
+                else "."
+            )
         )
     elif status in (400, 413) and CONTEXT_FULL.search(detail):
         hint = (
-            "The conversation is longer than the model's context window: start a new one (without --resume), "
-            "or lower AGENT_MAX_OUTPUT so that tool results take less of it."
+            "The conversation is longer than the model's context window: start a new one "
+            "(without --resume), or lower AGENT_MAX_OUTPUT so that tool results take less of it."
         )
     elif status in (400, 404) and model in detail:
         hint = f"The server does not accept the model {model!r}; check AGENT_MODEL."
         if model in RETIRED_MODELS:
-            hint += " deepseek-chat and deepseek-reasoner were retired in July 2026: use deepseek-flash."
+            hint += (
+                " deepseek-chat and deepseek-reasoner were retired in July 2026: use "
+                "deepseek-flash."
+            )
     return f"the server answered HTTP {status}: {detail}\n{hint}"
 
 
 def error_text(error) -> str:
-    """The provider's own words for an error, one line: its message and, if it gave one, its code. error is an
-    exception (its body is read) or a body as sent: an object ({"error": {"message", "code"}}, vLLM's flat
-    {"message", "type"}, FastAPI's {"detail"}), a list of those (Gemini) or plain text. The key is blanked
-    out before the text is cut."""
+    """The provider's own words for an error, one line: its message and, if it gave one,
+    its code. error is an exception (its body is read) or a body as sent: an object
+    ({"error": {"message", "code"}}, vLLM's flat {"message", "type"}, FastAPI's {"detail"}), a list
+    of those (Gemini) or plain text. The key is blanked out before the text is cut."""
     body = error_body(error)
     if isinstance(body, dict):
         message = next(
@@ -563,8 +586,9 @@ def error_code(error) -> str | None:
 
 
 def error_body(error):
-    """The error object inside what a server sent: an exception's body, or a body as sent; a list of them
-    (Gemini's OpenAI-compatible endpoint: [{"error": {...}}]) gives its first, {"error": ...} what it holds."""
+    """The error object inside what a server sent: an exception's body, or a body as sent;
+    a list of them (Gemini's OpenAI-compatible endpoint: [{"error": {...}}]) gives its first,
+    {"error": ...} what it holds."""
     body = getattr(error, "body", error) if isinstance(error, Exception) else error
     if isinstance(body, list) and body:
         body = body[0]
@@ -574,9 +598,11 @@ def error_body(error):
 
 
 def html_title(body) -> str | None:
-    """An HTML page's title, or its first heading ("" if it has neither); None if body is not HTML. Read with
-    str.find, in one pass: a page can be as large as a hostile server makes it."""
-    if not isinstance(body, str) or not body.lstrip()[:200].lower().startswith(("<!doctype html", "<html", "<")):
+    """An HTML page's title, or its first heading ("" if it has neither); None if body is not HTML.
+    Read with str.find, in one pass: a page can be as large as a hostile server makes it."""
+    if not isinstance(body, str) or not body.lstrip()[:200].lower().startswith(
+        ("<!doctype html", "<html", "<")
+    ):
         return None
     lower = body.lower()
     if "<html" not in lower[:1000] and "<head" not in lower[:1000] and "<body" not in lower[:1000]:

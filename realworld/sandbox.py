@@ -1,8 +1,8 @@
 """--sandbox: every command confined by the operating system.
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
-workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace and
-session. macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
+workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
+and session. macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
 docs/safety.md (The sandbox).
 """
 
@@ -37,7 +37,8 @@ def command_line(command: str, workdir: Path) -> list[str]:
             ("--tmpfs", str(path)) if path.is_dir() else ("--ro-bind", "/dev/null", str(path))
         )
     ]
-    # The private /tmp would hide a virtual environment or a PATH folder that lives there: they stay, read-only.
+    # The private /tmp would hide a virtual environment or a PATH folder that lives there:
+    # they stay, read-only.
     kept = {sys.prefix, *os.environ.get("PATH", "").split(os.pathsep)}
     kept = [
         arg
@@ -81,13 +82,14 @@ def seatbelt_profile(root: str, secrets: list[Path]) -> str:
     network = "(allow network*)" if config.SANDBOX_NETWORK else "(deny network*)"
     return (
         f'(version 1)(allow default)(deny file-write*)(allow file-write* (subpath "{root}") '
-        f'(subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null")) {network}'
-        + (f"(deny file-read* {denied})" if denied else "")
+        '(subpath "/private/tmp") (subpath "/private/var/folders") (literal "/dev/null")) '
+        f"{network}" + (f"(deny file-read* {denied})" if denied else "")
     )
 
 
 def problem() -> str | None:
-    """Why --sandbox cannot work on this machine, in one line that says how to fix it; None if it can."""
+    """Why --sandbox cannot work on this machine, in one line that says how to fix it;
+    None if it can."""
     if sys.platform == "darwin":
         return (
             None
@@ -95,7 +97,10 @@ def problem() -> str | None:
             else "--sandbox needs /usr/bin/sandbox-exec (macOS)"
         )
     if not sys.platform.startswith("linux"):
-        return f"--sandbox is not available on {sys.platform}: it needs Linux (bubblewrap) or macOS (sandbox-exec)"
+        return (
+            f"--sandbox is not available on {sys.platform}: it needs Linux (bubblewrap) or "
+            "macOS (sandbox-exec)"
+        )
     if not shutil.which("bwrap"):
         return (
             "--sandbox needs bubblewrap, which is not installed: sudo apt-get install bubblewrap "
@@ -106,9 +111,9 @@ def problem() -> str | None:
     )
     if tried.returncode:
         return (
-            f"--sandbox: bubblewrap cannot make a sandbox here ({tried.stderr.strip()[:200]}); user namespaces "
-            "may be disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04 "
-            "kernel.apparmor_restrict_unprivileged_userns=0"
+            f"--sandbox: bubblewrap cannot make a sandbox here ({tried.stderr.strip()[:200]}); "
+            "user namespaces may be disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1, "
+            "or on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0"
         )
     return None
 
@@ -121,7 +126,8 @@ def mode() -> str:
 
 
 def hint(output: str) -> str:
-    """For a sandboxed command that failed: what the sandbox refused, so the model need not guess."""
+    """For a sandboxed command that failed: what the sandbox refused, so the model need
+    not guess."""
     if not config.SANDBOX:
         return ""
     hints = (

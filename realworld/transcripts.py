@@ -28,7 +28,8 @@ EVENT_FIELDS = {
 
 
 class TranscriptError(Exception):
-    """The transcript cannot be written (a full disk, a removed folder) or is in use; the message says which."""
+    """The transcript cannot be written (a full disk, a removed folder) or is in use; the
+    message says which."""
 
 
 def record(transcript, event: str, **fields) -> None:
@@ -72,9 +73,9 @@ def record_message(transcript, message: dict, **details) -> None:
 
 
 def open_file(path: Path | None, mode: str = "x"):
-    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a"). It holds all
-    the agent read, so it is readable by its owner only, as shell history is, and so is the runs/ folder. It is
-    locked while in use: TranscriptError if another agent is writing it."""
+    """The transcript file: new ("x": an existing file is never overwritten), or appended to ("a").
+    It holds all the agent read, so it is readable by its owner only, as shell history is, and so is
+    the runs/ folder. It is locked while in use: TranscriptError if another agent is writing it."""
     if path is None:
         config.RUNS.mkdir(mode=0o700, exist_ok=True)
         config.RUNS.chmod(0o700)
@@ -89,21 +90,23 @@ def open_file(path: Path | None, mode: str = "x"):
         raise TranscriptError(
             f"{path} is in use by another agent; wait until it ends, or resume a copy"
         ) from None
-    # backslashreplace: a lone surrogate (a task typed with invalid bytes) is written as a JSON escape.
-    return open(
-        path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd
-    )  # .name: the path
+    # backslashreplace: a lone surrogate (a task typed with invalid bytes) is
+    # written as a JSON escape.
+    # .name: the path
+    return open(path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd)
 
 
 def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
-    """The transcript this run writes: the one it resumes, appended to, or a new one (at path, or in runs/). A
-    lesson in examples/ is never changed: resuming one starts a new transcript that begins with its events."""
+    """The transcript this run writes: the one it resumes, appended to, or a new one (at path,
+    or in runs/). A lesson in examples/ is never changed: resuming one starts a new transcript that
+    begins with its events."""
     if resume and not resume.resolve().is_relative_to(config.HERE / "examples"):
         return open_file(resume, "a")
     transcript = open_file(path, "x")
     if resume:
         say(
-            f"agent: {resume} is a lesson and stays as it is; this conversation goes on in {transcript.name}"
+            f"agent: {resume} is a lesson and stays as it is; this conversation goes on in "
+            f"{transcript.name}"
         )
         for event in recorded:
             write(transcript, event)
@@ -111,8 +114,8 @@ def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
 
 
 def lock(fd: int) -> None:
-    """Lock an open file for this process alone, or raise OSError at once if another holds it (POSIX flock;
-    Windows has no flock, and there two agents can still write one transcript)."""
+    """Lock an open file for this process alone, or raise OSError at once if another holds it
+    (POSIX flock; Windows has no flock, and there two agents can still write one transcript)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover
@@ -123,16 +126,16 @@ def lock(fd: int) -> None:
 def start(
     recorded: list[dict] | None, settings: dict, system_prompt: str, transcript
 ) -> list[dict]:
-    """The messages to start from: a new conversation's, or those of a recorded one to resume. A resumed
-    conversation gets this agent's system prompt: a shared transcript may carry other instructions."""
+    """The messages to start from: a new conversation's, or those of a recorded one to resume.
+    A resumed conversation gets this agent's system prompt: a shared transcript may carry
+    other instructions."""
     if recorded is None:
         record(transcript, "run/start", **settings, system_prompt=system_prompt)
         return [{"role": "system", "content": system_prompt}]
     record(transcript, "run/resume", **settings)
     messages = rebuild(recorded)
-    if (
-        not messages or messages[0]["role"] != "system"
-    ):  # a transcript written by hand may have no run/start
+    # a transcript written by hand may have no run/start
+    if not messages or messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": system_prompt})
     elif messages[0]["content"] != system_prompt:
         say(
@@ -144,8 +147,8 @@ def start(
 
 
 def read(path: Path) -> list[dict]:
-    """The events of a transcript file. A last line cut off by a crash is skipped with a warning; any other
-    line that is not an event raises ValueError naming its line number."""
+    """The events of a transcript file. A last line cut off by a crash is skipped with a warning;
+    any other line that is not an event raises ValueError naming its line number."""
     with open(path, encoding="utf-8") as f:
         lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
     events = []
@@ -153,9 +156,8 @@ def read(path: Path) -> list[dict]:
         try:
             event = json.loads(line)
         except (ValueError, RecursionError):
-            if number == lines[-1][0] and not line.endswith(
-                "\n"
-            ):  # a run killed while writing its last line
+            # a run killed while writing its last line
+            if number == lines[-1][0] and not line.endswith("\n"):
                 say(f"agent: {path}, line {number}: cut off, skipped")
                 continue
             raise ValueError(f"{path}, line {number}: not JSON") from None
@@ -163,7 +165,8 @@ def read(path: Path) -> list[dict]:
         needed = EVENT_FIELDS.get(kind, ()) if isinstance(kind, str) else None
         if needed is None or any(field not in event for field in needed):
             raise ValueError(
-                f"{path}, line {number}: not a transcript event with {', '.join(needed or ['type'])}"
+                f"{path}, line {number}: not a transcript event with "
+                f"{', '.join(needed or ['type'])}"
             )
         if bad_field(event):
             raise ValueError(
@@ -174,7 +177,8 @@ def read(path: Path) -> list[dict]:
 
 
 def bad_field(event: dict) -> str | None:
-    """The first needed field of an event that holds something else than the agent records there, or None."""
+    """The first needed field of an event that holds something else than the agent records
+    there, or None."""
     if event["type"] != "assistant/message":
         return next(
             (f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None
@@ -193,7 +197,8 @@ def bad_field(event: dict) -> str | None:
 
 
 def is_call(call) -> bool:
-    """Whether call is a tool call as the agent sends it back: an id, a function name and arguments, all text."""
+    """Whether call is a tool call as the agent sends it back: an id, a function name and
+    arguments, all text."""
     function = call.get("function") if isinstance(call, dict) else None
     strings = (
         [call.get("id"), function.get("name"), function.get("arguments")]
@@ -236,10 +241,10 @@ class ReplayEnded(replies.RequestFailed):
 class Replay:
     """A stand-in for the OpenAI client that answers with a transcript's recorded replies, in order.
 
-    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run.
-    Before each reply it compares the tool results the run produced with those recorded at that point: a
-    recorded reply that follows other results may say what no tool said, so the person is told at that step,
-    and diverged lists each result that differed."""
+    Each reply is built as the SDK builds a live one, so resp, msg and msg.tool_calls look as in a
+    live run. Before each reply it compares the tool results the run produced with those recorded at
+    that point: a recorded reply that follows other results may say what no tool said, so the person
+    is told at that step, and diverged lists each result that differed."""
 
     def __init__(self, events: list[dict], path: Path):
         self.events, self.base_url, self.diverged = events, f"replay of {path}", []
@@ -247,14 +252,14 @@ class Replay:
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], **request):
-        step = len(
-            [m for m in messages if m["role"] == "assistant"]
-        )  # replies given so far in this run
+        # replies given so far in this run
+        step = len([m for m in messages if m["role"] == "assistant"])
         if 0 < step <= len(self.steps):
             self.compare(self.steps[step - 1][1], messages, step)
         if step >= len(self.steps):
             raise ReplayEnded(
-                "the transcript has no more recorded replies; this run needs more steps than were recorded"
+                "the transcript has no more recorded replies; this run needs more steps than "
+                "were recorded"
             )
         event = self.steps[step][0]
         return replies.completion(
@@ -262,7 +267,8 @@ class Replay:
         )
 
     def compare(self, recorded: list[dict], messages: list[dict], step: int) -> None:
-        """Say which tool results of this step differ from the recording, and keep them in diverged."""
+        """Say which tool results of this step differ from the recording, and keep them
+        in diverged."""
         last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
         now = [m["content"] for m in messages[last + 1 :] if m["role"] == "tool"]
         for event, content in zip(recorded, now, strict=False):
@@ -279,17 +285,20 @@ class Replay:
                 )
 
     def report(self, transcript) -> None:
-        """At the end: record each result that differed, and say after which step the replies no longer fit."""
+        """At the end: record each result that differed, and say after which step the replies
+        no longer fit."""
         for divergence in self.diverged:
             record(transcript, "replay/diverged", **divergence)
         if self.diverged:
             step = self.diverged[0]["step"]
             say(
-                f"replay: the recorded replies after step {step} were written for other tool results"
+                f"replay: the recorded replies after step {step} were written for other "
+                "tool results"
             )
 
     def other_task(self, task: str) -> str:
-        """The recorded task, shortened, if it is not task ("" if it is): the recorded replies answer that one."""
+        """The recorded task, shortened, if it is not task ("" if it is): the recorded replies
+        answer that one."""
         recorded_one = recorded_task(self.events)
         return "" if task == recorded_one else shorten(recorded_one, 100)
 
@@ -317,14 +326,21 @@ def show(events: list[dict], system_prompt: str) -> None:
 
 
 def shown(events: list[dict], system_prompt: str):
-    """The lines --show prints; a system prompt other than system_prompt (the agent's own) in full."""
+    """The lines --show prints; a system prompt other than system_prompt (the agent's own)
+    in full."""
     used = []
     for event in events:
         kind = event["type"]
         if kind == "run/start":
-            yield f"[{event.get('model')} at {event.get('base_url')}, working in {event.get('workspace')}]"
+            yield (
+                f"[{event.get('model')} at {event.get('base_url')}, working in "
+                f"{event.get('workspace')}]"
+            )
             if event["system_prompt"] != system_prompt:
-                yield f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n[end of system prompt]"
+                yield (
+                    f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n"
+                    "[end of system prompt]"
+                )
         elif kind == "user/message":
             yield f"\nuser: {event['content']}"
         elif kind == "assistant/message":
@@ -332,7 +348,9 @@ def shown(events: list[dict], system_prompt: str):
             if message.get("content"):
                 yield f"\nassistant: {message['content']}"
             for call in message.get("tool_calls", []):
-                yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+                yield (
+                    f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+                )
             used.append(replies.count_tokens(event.get("usage")))
         elif kind == "tool/result":
             yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"

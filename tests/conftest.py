@@ -110,8 +110,9 @@ class Agent:
         stdin_text: str = "",
         **start,
     ) -> Result:
-        """Run the agent to the end. stdin_text: piped to it. terminal: what a person types on a
-        pseudo-terminal as its stdin. open_stdin: a pipe that stays open, as when nobody types anything."""
+        """Run the agent to the end. stdin_text: piped to it. terminal: what a person types
+        on a pseudo-terminal as its stdin. open_stdin: a pipe that stays open, as when nobody
+        types anything."""
         held = None
         if terminal is not None:
             import pty  # POSIX only, like the tests that use it
@@ -138,7 +139,8 @@ def agent(tmp_path, server):
 
 @dataclass
 class Ran:
-    """What one call of agent.run() returned and printed; used: the tokens of each reply (the client's)."""
+    """What one call of agent.run() returned and printed; used: the tokens of each reply
+    (the client's)."""
 
     status: str
     text: str
@@ -152,10 +154,11 @@ class Ran:
 
 
 class Loop:
-    """Calls agent.run() in this process, with a client pointed at the scripted server, in a temporary folder.
+    """Calls agent.run() in this process, with a client pointed at the scripted server,
+    in a temporary folder.
 
-    The client is the one the command line makes (replies.Client over replies.openai_client), time limit
-    included; stream and trace are its options."""
+    The client is the one the command line makes (replies.Client over replies.openai_client), time
+    limit included; stream and trace are its options."""
 
     def __init__(self, server: ScriptedServer, tmp_path: Path, capsys):
         self.server, self.tmp_path, self.capsys = server, tmp_path, capsys
@@ -191,7 +194,8 @@ def open_fifo(path: Path) -> int:
 
 
 def read_fifo(fd: int, until_eof: bool) -> bytes:
-    """One chunk from the FIFO, or everything until no process holds it. Fails after 30 s of silence."""
+    """One chunk from the FIFO, or everything until no process holds it. Fails after 30 s of
+    silence."""
     data = b""
     while True:
         ready, _, _ = select.select([fd], [], [], 30)

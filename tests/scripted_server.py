@@ -42,8 +42,8 @@ def call(name: str, arguments, id: str | None = "auto") -> dict:
 
 
 class Error:
-    """An HTTP error reply; it stays at the head of the script, or is sent `times` times. body: sent as it is
-    (an object, a list or a str) instead of {"error": {"message": message}}."""
+    """An HTTP error reply; it stays at the head of the script, or is sent `times` times. body:
+    sent as it is (an object, a list or a str) instead of {"error": {"message": message}}."""
 
     def __init__(self, status: int, message: str = "", body=None, times: int | None = None):
         self.status, self.message, self.body, self.times = status, message, body, times
@@ -116,15 +116,17 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
 
 
 class Hang:
-    """A reply that holds the request open until the server closes: the agent is waiting on the model."""
+    """A reply that holds the request open until the server closes: the agent is waiting
+    on the model."""
 
     def __init__(self):
         self.arrived = threading.Event()
 
 
 class Trickle:
-    """A reply sent slowly: its body one byte every seconds_per_byte, or (endless_stream) a stream
-    that sends a chunk every 0.05 s and never finishes. Either gives up after 30 s or when the client leaves."""
+    """A reply sent slowly: its body one byte every seconds_per_byte, or (endless_stream) a
+    stream that sends a chunk every 0.05 s and never finishes. Either gives up after 30 s or when
+    the client leaves."""
 
     def __init__(self, body: dict, seconds_per_byte: float = 0.2, endless_stream: bool = False):
         self.body, self.seconds_per_byte, self.endless_stream = (
@@ -135,15 +137,18 @@ class Trickle:
 
 
 def history_problem(messages) -> str | None:
-    """What OpenAI answers HTTP 400 to in a conversation, or None: an assistant message whose tool_calls
-    are not each answered by a tool message before the next message of another role, or a tool message
-    that answers no call (the texts are OpenAI's own)."""
+    """What OpenAI answers HTTP 400 to in a conversation, or None: an assistant message whose
+    tool_calls are not each answered by a tool message before the next message of another role,
+    or a tool message that answers no call (the texts are OpenAI's own)."""
     open_ids: list = []
     for m in messages if isinstance(messages, list) else []:
         role = m.get("role") if isinstance(m, dict) else None
         if role == "tool":
             if m.get("tool_call_id") not in open_ids:
-                return "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+                return (
+                    "Invalid parameter: messages with role 'tool' must be a response to a "
+                    "preceeding message with 'tool_calls'."
+                )
             open_ids.remove(m.get("tool_call_id"))
             continue
         if open_ids:
@@ -151,15 +156,17 @@ def history_problem(messages) -> str | None:
         open_ids = [c.get("id") for c in m.get("tool_calls") or []] if role == "assistant" else []
     if open_ids:
         return (
-            "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-            f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(map(str, open_ids))}"
+            "An assistant message with 'tool_calls' must be followed by tool messages responding "
+            "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+            f"{', '.join(map(str, open_ids))}"
         )
     return None
 
 
 class ScriptedServer:
-    """respond: a function from a request body to a reply, used when the script is empty. Like OpenAI, it
-    answers HTTP 400 to a conversation with an unanswered tool call (history_problem), unless lenient."""
+    """respond: a function from a request body to a reply, used when the script is empty. Like
+    OpenAI, it answers HTTP 400 to a conversation with an unanswered tool call (history_problem),
+    unless lenient."""
 
     def __init__(self, respond=None, lenient: bool = False):
         self.respond, self.lenient = respond, lenient
@@ -232,9 +239,8 @@ class ScriptedServer:
                         if head.body is not None
                         else {"error": {"message": head.message, "type": "test_error"}}
                     )
-                    return self._send(
-                        head.status, body, {"retry-after-ms": "1"}
-                    )  # keep the SDK's retries fast
+                    # keep the SDK's retries fast
+                    return self._send(head.status, body, {"retry-after-ms": "1"})
                 server.script.pop(0)
                 if isinstance(head, Stream):
                     return self._stream(head.events)

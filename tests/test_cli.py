@@ -1,5 +1,5 @@
-"""The command line as a process: stdout and stderr, exit statuses, where the task and the settings come from,
---help."""
+"""The command line as a process: stdout and stderr, exit statuses, where the task and the settings
+come from, --help."""
 
 import shutil
 import subprocess
@@ -135,7 +135,8 @@ def project(tmp_path):
 
 
 def start(project, cwd, *args, stdin="", **extra):
-    """The project's agent.py, run from cwd with no AGENT_* variable in its environment but those in extra."""
+    """The project's agent.py, run from cwd with no AGENT_* variable in its environment but
+    those in extra."""
     env = {
         k: v
         for k, v in clean_env().items()
@@ -209,7 +210,8 @@ def test_the_key_from_the_projects_dotenv_is_blanked_in_what_a_tool_shows(
     assert done.returncode == 0 and server.messages(1)[-1]["content"] == "the key is ***\n"
 
 
-# Plain HTTP is said, before the first request (no request is made here: the session ends at the prompt).
+# Plain HTTP is said, before the first request (no request is made here: the session ends
+# at the prompt).
 @posix_only
 def test_a_key_sent_over_plain_http_to_another_host_is_warned_about(agent, server):
     result = agent("--base-url", "http://models.example.org/v1", terminal="exit\n")
@@ -251,7 +253,8 @@ def test_agent_timeout_is_read_from_the_environment(agent, server):
 def test_an_answer_the_console_cannot_encode_is_printed_with_replacements_and_exits_0(
     agent, server
 ):
-    # A Windows console's code page cannot encode every character; main() reconfigures stdout to replace them.
+    # A Windows console's code page cannot encode every character; main() reconfigures stdout
+    # to replace them.
     server.add(reply("caf\N{LATIN SMALL LETTER E WITH ACUTE} \N{CHECK MARK}"))
     result = agent("go", env=clean_env(AGENT_API_KEY=KEY, PYTHONIOENCODING="ascii"))
     assert (result.returncode, result.stdout) == (0, "caf? ?\n"), result.stderr

@@ -1,4 +1,5 @@
-"""Consent: a shell command runs only when the person says yes, after seeing exactly what will run."""
+"""Consent: a shell command runs only when the person says yes, after seeing exactly
+what will run."""
 
 from conftest import posix_only, shell_then_answer, tool_result
 from scripted_server import call, reply
@@ -56,9 +57,10 @@ def test_run_called_from_python_without_yes_asks_no_one_and_declines(loop, serve
     assert "could not be asked" in tool_result(server)
 
 
-# The consent prompt shows what runs: every character that Unicode puts in a category a terminal draws as nothing
-# (separators but the ASCII space, format and control characters, private-use and unassigned code points) and the
-# blank-looking letters (Hangul fillers, braille blank) is an escape.
+# The consent prompt shows what runs: every character that Unicode puts in a category a terminal
+# draws as nothing (separators but the ASCII space, format and control characters, private-use
+# and unassigned code points) and the blank-looking letters (Hangul fillers, braille blank)
+# is an escape.
 INVISIBLE = {
     "\u00a0": "no-break space (Zs)",
     "\u2007": "figure space (Zs)",
@@ -93,7 +95,8 @@ def test_every_invisible_character_is_an_escape_at_the_consent_prompt(agent, ser
 
 @posix_only
 def test_the_consent_prompt_shows_every_line_of_the_command_escaped(agent, server):
-    command = f"ls -la; echo 'all fine'\r{ESC}[2K{ESC}[1A\ntouch PWNED"  # draws a harmless line over the real one
+    # draws a harmless line over the real one
+    command = f"ls -la; echo 'all fine'\r{ESC}[2K{ESC}[1A\ntouch PWNED"
     shell_then_answer(server, command)
     result = agent("go", terminal="n\n")
     assert ESC not in result.stderr and "\r" not in result.stderr

@@ -1,4 +1,5 @@
-"""Interactive mode: one conversation, task after task typed at a terminal, until exit, Ctrl-D or a signal."""
+"""Interactive mode: one conversation, task after task typed at a terminal, until exit,
+Ctrl-D or a signal."""
 
 import os
 import select
@@ -10,8 +11,8 @@ from scripted_server import Hang, reply
 
 
 def at_a_terminal(agent):
-    """Start the agent with a pseudo-terminal as its standard input; return the process, the terminal's end a
-    person types into, and the transcript."""
+    """Start the agent with a pseudo-terminal as its standard input; return the process, the
+    terminal's end a person types into, and the transcript."""
     import pty  # POSIX only, like the tests that use it
 
     terminal, tty = pty.openpty()
@@ -107,6 +108,5 @@ def test_sigterm_and_sighup_during_a_session_end_the_turn_and_exit_128_plus_n(
     assert "Traceback" not in stderr
     events = events_of(transcript)
     assert [e["status"] for e in events if e["type"] == "turn/end"] == ["answered", "interrupted"]
-    assert (
-        events[-1]["type"] == "turn/end" and len(server.requests) == 2
-    )  # the next task never began
+    # the next task never began
+    assert events[-1]["type"] == "turn/end" and len(server.requests) == 2

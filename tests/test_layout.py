@@ -1,4 +1,5 @@
-"""agent.py as the lesson: the loop can be called on its own, and what needs no model starts without the SDK."""
+"""agent.py as the lesson: the loop can be called on its own, and what needs no model starts
+without the SDK."""
 
 import subprocess
 import sys
@@ -71,10 +72,14 @@ def test_no_module_global_is_rebound_by_a_run(loop, server):
     ids=["help", "show", "usage-error", "missing-key"],
 )
 def test_what_needs_no_model_never_imports_the_sdk(args):
-    # The time it saves is measured by bench/loop.py; this holds the cause: openai is never imported.
+    # The time it saves is measured by bench/loop.py; this holds the cause: openai is
+    # never imported.
     code = f"import runpy, sys; sys.argv = ['agent.py', *{args!r}]\n"
     code += "try:\n    runpy.run_path('agent.py', run_name='__main__')\n"
-    code += "except SystemExit as e:\n    print('exit', e.code, 'openai' in sys.modules, file=sys.stderr)\n"
+    code += (
+        "except SystemExit as e:\n"
+        "    print('exit', e.code, 'openai' in sys.modules, file=sys.stderr)\n"
+    )
     done = python(code, ROOT, AGENT_BASE_URL="https://api.deepseek.com")
     assert (
         done.stderr.splitlines()[-1] == f"exit {0 if args[0] in ('--help', '--show') else 2} False"

@@ -1,4 +1,5 @@
-"""Every lesson in examples/ replays with no key, and shows what the README's table of lessons says it shows."""
+"""Every lesson in examples/ replays with no key, and shows what the README's table of lessons
+says it shows."""
 
 import json
 import os

@@ -1,4 +1,5 @@
-"""The loop, called in this process against a scripted server: what it sends back, and what it does with what it gets.
+"""The loop, called in this process against a scripted server: what it sends back, and what it
+does with what it gets.
 
 The rule numbers are those of the README section "What real servers need"."""
 
@@ -362,8 +363,8 @@ def test_trace_shows_the_request_and_the_raw_response(loop, server):
     assert result.text == "done"
 
 
-# Every exit of run() leaves a conversation a server accepts: the scripted server, like OpenAI, answers
-# HTTP 400 to a history with an unanswered call (scripted_server.history_problem).
+# Every exit of run() leaves a conversation a server accepts: the scripted server, like OpenAI,
+# answers HTTP 400 to a history with an unanswered call (scripted_server.history_problem).
 
 INTERRUPTED_THEN_AGAIN = """
 import json, sys
@@ -386,7 +387,8 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
 
     from conftest import ROOT, clean_env
 
-    # The command sends Ctrl-C's signal to the agent while it waits for the command: run() is inside a tool.
+    # The command sends Ctrl-C's signal to the agent while it waits for the command: run()
+    # is inside a tool.
     calls = [
         call("run_shell", {"command": "kill -INT $PPID; sleep 30"}, id="c1"),
         call("read_file", {"path": "x"}),
@@ -403,7 +405,7 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
     assert (
         done.returncode == 0 and "interrupted" in done.stderr and "Traceback" not in done.stderr
     ), done.stderr
-    status, text, messages = json.loads(done.stdout)
+    status, text, _messages = json.loads(done.stdout)
     assert (status, text) == ("answered", "done")
     answers = [(m["tool_call_id"], m["content"]) for m in tool_messages(server.messages(1))]
     assert answers == [
@@ -439,9 +441,8 @@ def test_a_transcript_that_fails_mid_step_leaves_every_call_answered(loop, serve
         )
     )
     messages = None
-    with pytest.raises(
-        transcripts.TranscriptError
-    ):  # user, assistant, then the first tool result fails
+    # user, assistant, then the first tool result fails
+    with pytest.raises(transcripts.TranscriptError):
         import agent
 
         messages = [{"role": "system", "content": "s"}]

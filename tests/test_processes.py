@@ -97,9 +97,8 @@ def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(works
         )
     assert str(caught.value).startswith("timed out after 1 seconds and was killed")
     assert "partial" in str(caught.value)
-    assert (
-        read_fifo(fd, until_eof=True) == b"started\n"
-    )  # end-of-file: the background sleep is gone too
+    # end-of-file: the background sleep is gone too
+    assert read_fifo(fd, until_eof=True) == b"started\n"
 
 
 @linux_only
@@ -107,7 +106,10 @@ def test_timeout_kills_the_command_and_its_grandchild_and_keeps_the_output(works
 def test_a_process_that_leaves_the_group_is_ended_at_the_timeout_too(workspace, escape):
     # It starts its own session, so killing the group misses it, and it keeps the output pipe open.
     fd = open_fifo(workspace / "escaped")
-    program = "import os, time; os.setsid(); f = open('escaped', 'w'); f.write('started'); f.flush(); time.sleep(600)"
+    program = (
+        "import os, time; os.setsid(); f = open('escaped', 'w'); f.write('started'); f.flush(); "
+        "time.sleep(600)"
+    )
     start = f"{shlex.quote(sys.executable)} -c {shlex.quote(program)}"
     command = (
         f"echo before; {start} & sleep 600"
@@ -117,9 +119,8 @@ def test_a_process_that_leaves_the_group_is_ended_at_the_timeout_too(workspace, 
     with pytest.raises(ToolError, match="timed out") as caught:
         run_shell(command, workdir=workspace, timeout=2)
     assert "before" in str(caught.value)
-    assert (
-        read_fifo(fd, until_eof=True) == b"started"
-    )  # end-of-file: nothing holds the FIFO any more
+    # end-of-file: nothing holds the FIFO any more
+    assert read_fifo(fd, until_eof=True) == b"started"
 
 
 @linux_only
@@ -127,8 +128,12 @@ def test_a_background_process_of_a_finished_command_ends_with_the_agent(agent, s
     agent.workdir.mkdir()
     fd = open_fifo(agent.workdir / "alive")
     os.mkfifo(agent.workdir / "ready")
-    # The command ends only once its background process holds the FIFO: `read <ready` waits for the echo into it.
-    background = "nohup sh -c 'exec 3>alive; echo started >&3; echo >ready; exec sleep 600' >/dev/null 2>&1 &"
+    # The command ends only once its background process holds the FIFO: `read <ready` waits
+    # for the echo into it.
+    background = (
+        "nohup sh -c 'exec 3>alive; echo started >&3; echo >ready; exec sleep 600' "
+        ">/dev/null 2>&1 &"
+    )
     shell_then_answer(server, f"{background} read line <ready")
     result = agent("go", "--yes")
     assert result.returncode == 0
@@ -174,9 +179,8 @@ def test_a_command_that_writes_without_end_does_not_grow_memory(agent, server):
     _, status, usage = os.wait4(process.pid, 0)  # the agent's own peak memory, not yes's
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 0
-    assert (
-        usage.ru_maxrss < 250 * 1024
-    )  # KiB: the agent starts near 60 MB; reading it whole took gigabytes
+    # KiB: the agent starts near 60 MB; reading it whole took gigabytes
+    assert usage.ru_maxrss < 250 * 1024
     assert server.messages(1)[-1]["content"].startswith("error: timed out after 1 seconds")
 
 

@@ -1,4 +1,5 @@
-"""The agent as a process against a real server with a real (tiny) model: llama-server + SmolLM2-135M.
+"""The agent as a process against a real server with a real (tiny) model:
+llama-server + SmolLM2-135M.
 
 A 135M model is not smart, so these tests check only what must hold whatever it says:
 no crash, a documented exit status, a well-formed transcript (each tool call answered
@@ -28,7 +29,8 @@ def real_url():
 def run_agent(
     url: str, tmp_path: Path, task: str, *flags: str
 ) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    """Run the agent on task; with --resume among flags, t.jsonl is the transcript it goes on with."""
+    """Run the agent on task; with --resume among flags, t.jsonl is the transcript it
+    goes on with."""
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     transcript = tmp_path / "t.jsonl"
@@ -48,9 +50,8 @@ def run_agent(
     result = subprocess.run(
         command,
         cwd=tmp_path,
-        env=clean_env(
-            AGENT_SHELL_TIMEOUT="10", HOME=str(tmp_path)
-        ),  # ~ in a made-up command stays here
+        # ~ in a made-up command stays here
+        env=clean_env(AGENT_SHELL_TIMEOUT="10", HOME=str(tmp_path)),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -64,7 +65,10 @@ def run_agent(
 
 def check_run(result: subprocess.CompletedProcess, events: list[dict], tmp_path: Path) -> None:
     """What holds whatever the model said."""
-    context = f"exit {result.returncode}\n--- stderr:\n{result.stderr[-3000:]}\n--- stdout:\n{result.stdout[-1000:]}"
+    context = (
+        f"exit {result.returncode}\n--- stderr:\n{result.stderr[-3000:]}\n"
+        f"--- stdout:\n{result.stdout[-1000:]}"
+    )
     assert "Traceback" not in result.stderr, context
     assert result.returncode in (0, 3), context  # 0 answered, 3 stopped (step limit, cut off)
     assert events, context
@@ -112,8 +116,8 @@ def test_writing_a_file_streamed(real_url, tmp_path):
 
 
 def test_history_with_a_tool_call_is_accepted(real_url, tmp_path):
-    """The tiny model seldom calls a tool by itself, so give it a history that has one, as the agent records it:
-    content "" beside tool_calls, arguments as a JSON string, then the tool's result."""
+    """The tiny model seldom calls a tool by itself, so give it a history that has one, as the agent
+    records it: content "" beside tool_calls, arguments as a JSON string, then the tool's result."""
     call = {
         "id": "call_1",
         "type": "function",
@@ -147,26 +151,30 @@ def test_history_with_a_tool_call_is_accepted(real_url, tmp_path):
     )
     check_run(result, events, tmp_path)
     start = max(i for i, e in enumerate(events) if e["type"] == "run/resume")
-    assert any(e["type"] == "assistant/message" for e in events[start:]), (
-        result.stderr
-    )  # the server took the history
+    # the server took the history
+    assert any(e["type"] == "assistant/message" for e in events[start:]), result.stderr
 
 
 @pytest.mark.parametrize("flags", [[], ["--stream"]], ids=["plain", "stream"])
 def test_a_tool_call_the_model_copies_as_text(real_url, tmp_path, flags):
-    """Asked to copy a <tool_call> line, the tiny model often writes it, alone or after some prose: the server
-    may parse it into tool_calls, or leave it as text for the agent to recover (README rule 10). Whichever
-    happens, every call is answered and what it writes stays in the workspace."""
-    line = '<tool_call>{"name": "write_file", "arguments": {"path": "echo.txt", "content": "hi"}}</tool_call>'
+    """Asked to copy a <tool_call> line, the tiny model often writes it, alone or after some
+    prose: the server may parse it into tool_calls, or leave it as text for the agent to recover
+    (README rule 10). Whichever happens, every call is answered and what it writes stays in
+    the workspace."""
+    line = (
+        '<tool_call>{"name": "write_file", "arguments": {"path": "echo.txt", "content": "hi"}}'
+        "</tool_call>"
+    )
     task = f"Copy this line exactly:\n{line}"
     result, events = run_agent(real_url, tmp_path, task, *flags)
     check_run(result, events, tmp_path)
 
 
 def test_the_llama_build_is_portable_no_avx512_or_amx_instruction():
-    # .ci/run builds with GGML_NATIVE=OFF. A native build on a CPU that offers AMX emitted `tilezero`, and
-    # llama-server died with SIGILL where the kernel had not enabled AMX for the process: the same wheel must
-    # run on every x86-64 machine of this kind. AVX2 stays (ymm registers), AVX-512 (zmm) and AMX (tile*) go.
+    # .ci/run builds with GGML_NATIVE=OFF. A native build on a CPU that offers AMX emitted
+    # `tilezero`, and llama-server died with SIGILL where the kernel had not enabled AMX for
+    # the process: the same wheel must run on every x86-64 machine of this kind. AVX2 stays
+    # (ymm registers), AVX-512 (zmm) and AMX (tile*) go.
     import platform
     import shutil
 
@@ -179,7 +187,10 @@ def test_the_llama_build_is_portable_no_avx512_or_amx_instruction():
     libraries = sorted(server_binary().parent.glob("libggml-cpu*.so*"))
     assert libraries, f"no libggml-cpu in {server_binary().parent}"
     code = subprocess.run(
-        [objdump, "-d", "--no-show-raw-insn", str(libraries[0])], capture_output=True, text=True, check=True
+        [objdump, "-d", "--no-show-raw-insn", str(libraries[0])],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     found = {word for word in ("zmm", "tilezero", "tileloadd", "tdpb") if word in code}
     assert found == set() and "ymm" in code

@@ -1,4 +1,5 @@
-"""What a server sends goes back as it came, and what it says when it fails is one line in its own words."""
+"""What a server sends goes back as it came, and what it says when it fails is one line in
+its own words."""
 
 import json
 
@@ -8,10 +9,11 @@ from scripted_server import Error, Stream, call, reply
 
 from realworld import transcripts
 
-# Rule 2. Fields that providers need back, as their API references show them: OpenRouter's reasoning and
-# reasoning_details (openrouter.ai docs, "Reasoning tokens": preserving reasoning blocks), Gemini's thought
-# signature on each tool call (ai.google.dev, "OpenAI compatibility": extra_content.google.thought_signature),
-# and a field no SDK models, standing for whatever the next provider adds.
+# Rule 2. Fields that providers need back, as their API references show them: OpenRouter's reasoning
+# and reasoning_details (openrouter.ai docs, "Reasoning tokens": preserving reasoning blocks),
+# Gemini's thought signature on each tool call (ai.google.dev, "OpenAI compatibility":
+# extra_content.google.thought_signature), and a field no SDK models, standing for whatever
+# the next provider adds.
 DETAILS = [
     {"type": "reasoning.text", "text": "Look first.", "format": "anthropic-claude-v1", "index": 0}
 ]
@@ -49,9 +51,8 @@ def test_a_resumed_or_replayed_conversation_sends_the_recorded_fields(loop, serv
     messages = transcripts.rebuild(first.events())
     server.add(reply("again"))
     loop("more", messages=messages)
-    assert (
-        server.messages(2)[1] == server.messages(1)[2]
-    )  # no system prompt in a transcript of run() alone
+    # no system prompt in a transcript of run() alone
+    assert server.messages(2)[1] == server.messages(1)[2]
     replay = transcripts.Replay(events_of(first.transcript), tmp_path / "t.jsonl")
     again = replay.create(model="m", messages=[{"role": "user", "content": "go"}])
     assert again.choices[0].message.model_extra["reasoning_details"] == DETAILS
@@ -67,9 +68,11 @@ def test_a_null_field_goes_back_null_and_a_missing_one_is_not_invented(loop, ser
     assert sent["reasoning_content"] is None and "reasoning" not in sent and sent["content"] == ""
 
 
-# Rule 11. Error shapes, from the providers' references: OpenAI's {"error": {"message", "type", "code"}}; vLLM's
-# flat ErrorResponse {"object": "error", "message", "type", "code"} (vllm/entrypoints/openai/protocol.py);
-# Gemini's OpenAI-compatible endpoint answers a list [{"error": {"code", "message", "status"}}]; a proxy's plain text.
+# Rule 11. Error shapes, from the providers' references: OpenAI's
+# {"error": {"message", "type", "code"}}; vLLM's flat ErrorResponse
+# {"object": "error", "message", "type", "code"} (vllm/entrypoints/openai/protocol.py);
+# Gemini's OpenAI-compatible endpoint answers a list [{"error": {"code", "message", "status"}}];
+# a proxy's plain text.
 HTTP_ERRORS = [
     pytest.param(
         400,
@@ -132,7 +135,8 @@ def test_a_200_body_that_carries_an_error_is_that_error(loop, server):
 
 
 def test_an_error_event_in_the_middle_of_a_stream_is_one_line_and_runs_nothing(loop, server):
-    # OpenRouter's docs ("Streaming", error handling): an SSE event {"error": {"code", "message"}} mid-stream.
+    # OpenRouter's docs ("Streaming", error handling): an SSE event {"error": {"code", "message"}}
+    # mid-stream.
     stream = Stream(reply(None, tool_calls=[call("write_file", {"path": "a.txt", "content": "x"})]))
     stream.events = [
         *stream.events[:3],
@@ -150,7 +154,8 @@ def test_an_error_event_in_the_middle_of_a_stream_is_one_line_and_runs_nothing(l
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 def test_a_reply_that_ends_in_error_is_no_answer_and_its_calls_do_not_run(loop, server, streamed):
-    # OpenRouter: finish_reason "error", with the error in the choice, when the upstream model fails mid-reply.
+    # OpenRouter: finish_reason "error", with the error in the choice, when the upstream
+    # model fails mid-reply.
     body = reply("Half an answ", tool_calls=[call("write_file", {"path": "a.txt", "content": "x"})])
     body["choices"][0].update(
         finish_reason="error", error={"code": 502, "message": "Upstream error"}
@@ -173,11 +178,15 @@ def test_a_reply_cut_off_by_an_error_exits_1_and_prints_no_answer(agent, server)
     assert "error instead of a reply: no message from the server" in result.stderr
 
 
-# Groq's API reference, "Errors": HTTP 400 with code tool_use_failed and the model's failed_generation: the model's
-# output did not parse as a tool call, and the same request usually works when sent again.
+# Groq's API reference, "Errors": HTTP 400 with code tool_use_failed and the model's
+# failed_generation: the model's output did not parse as a tool call, and the same request usually
+# works when sent again.
 TOOL_USE_FAILED = {
     "error": {
-        "message": "Failed to call a function. Please adjust your prompt. See 'failed_generation' for more details.",
+        "message": (
+            "Failed to call a function. Please adjust your prompt. See 'failed_generation' "
+            "for more details."
+        ),
         "type": "invalid_request_error",
         "code": "tool_use_failed",
         "failed_generation": '<function=read_file{"path": "a.txt"}</function>',

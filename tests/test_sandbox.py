@@ -1,7 +1,8 @@
-"""--sandbox: every run_shell command inside the real bubblewrap, tried as a model would, through the scripted server.
+"""--sandbox: every run_shell command inside the real bubblewrap, tried as a model would,
+through the scripted server.
 
-The tests skip, saying why, where bubblewrap cannot make a sandbox; SANDBOX_REQUIRED=1 (as .ci/run sets it) turns
-that skip into a failure.
+The tests skip, saying why, where bubblewrap cannot make a sandbox; SANDBOX_REQUIRED=1 (as .ci/run
+sets it) turns that skip into a failure.
 """
 
 import os
@@ -46,8 +47,8 @@ def running(marker: str) -> list[int]:
 
 @needs_sandbox
 def test_a_write_outside_the_workspace_fails_leaves_nothing_and_says_why(loop, server, sandbox):
-    # Not $HOME, which may lie under /tmp (the sandbox has a /tmp of its own): the environment the agent
-    # runs from is outside the workspace wherever it is, and read-only in the sandbox.
+    # Not $HOME, which may lie under /tmp (the sandbox has a /tmp of its own): the environment the
+    # agent runs from is outside the workspace wherever it is, and read-only in the sandbox.
     outside = Path(sys.prefix) / f"sandbox-probe-{uuid.uuid4().hex}"
     server.add(
         reply(tool_calls=[call("run_shell", {"command": f"echo x > {outside}"})]), reply("ok")
@@ -80,7 +81,10 @@ def test_a_write_inside_the_workspace_works(loop, server, sandbox):
 def test_a_connection_to_a_loopback_server_fails_and_says_there_is_no_network(
     loop, server, sandbox
 ):
-    fetch = f"{sys.executable} -c \"import urllib.request; urllib.request.urlopen('{server.url}/models', timeout=5)\""
+    fetch = (
+        f'{sys.executable} -c "import urllib.request; '
+        f"urllib.request.urlopen('{server.url}/models', timeout=5)\""
+    )
     server.add(reply(tool_calls=[call("run_shell", {"command": fetch})]), reply("ok"))
     loop("go", yes=True)
     assert len(server.requests) == 2  # the model's two requests, and nothing from the command
@@ -91,7 +95,10 @@ def test_a_connection_to_a_loopback_server_fails_and_says_there_is_no_network(
 def test_the_network_is_kept_when_the_person_allows_it(sandbox, monkeypatch, tmp_path, server):
     monkeypatch.setattr(config, "SANDBOX_NETWORK", True)
     server.add(reply("pong"))
-    fetch = f"{sys.executable} -c \"import urllib.request as u; u.urlopen(u.Request('{server.url}/chat/completions', "
+    fetch = (
+        f'{sys.executable} -c "import urllib.request as u; '
+        f"u.urlopen(u.Request('{server.url}/chat/completions', "
+    )
     fetch += "data=b'{}', headers={'content-type': 'application/json'}))\""
     tools.run_shell(fetch, workdir=tmp_path)
     assert len(server.requests) == 1
@@ -124,7 +131,8 @@ def test_the_command_runs_without_the_key_in_its_environment(sandbox, tmp_path, 
 
 @needs_sandbox
 def test_a_background_process_dies_with_the_command(sandbox, tmp_path):
-    marker = f"{1000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"  # sleep's own seconds, unique
+    # sleep's own seconds, unique
+    marker = f"{1000 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 10**6}"
     output = tools.run_shell(
         f"(sleep {marker}; touch late) > /dev/null 2>&1 & echo started", workdir=tmp_path
     )

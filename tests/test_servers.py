@@ -1,4 +1,5 @@
-"""What real servers and models send (servers.py), called in this process against the scripted server.
+"""What real servers and models send (servers.py), called in this process against the
+scripted server.
 
 The rule numbers are those of the README section "What real servers need"."""
 
@@ -25,15 +26,14 @@ def one_call_then_done(server, arguments, name="write_file"):
 
 
 def test_raw_newlines_inside_a_json_string_are_accepted_and_sent_back_valid(loop, server):
-    raw = '{"path": "a.py", "content": "print(1)\nprint(2)\n"}'  # SmolLM2 on llama.cpp writes real newlines
+    # SmolLM2 on llama.cpp writes real newlines
+    raw = '{"path": "a.py", "content": "print(1)\nprint(2)\n"}'
     one_call_then_done(server, raw)
     result = loop("go")
     assert (loop.workdir / "a.py").read_text() == "print(1)\nprint(2)\n"
     sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
-    assert json.loads(sent) == {
-        "path": "a.py",
-        "content": "print(1)\nprint(2)\n",
-    }  # strict: valid JSON now
+    # strict: valid JSON now
+    assert json.loads(sent) == {"path": "a.py", "content": "print(1)\nprint(2)\n"}
     assert "repaired: raw control characters" in result.stderr
     assert result.events()[1]["repairs"] == [
         "raw control characters (a newline or tab) inside a JSON string"
@@ -67,9 +67,8 @@ def test_unreadable_arguments_are_quoted_to_the_model_and_sent_back_as_valid_jso
         == f"error: arguments are not valid JSON: {raw}"
     )
     sent = server.messages(1)[2]["tool_calls"][0]["function"]["arguments"]
-    assert (
-        json.loads(sent) == raw
-    )  # a JSON string: llama.cpp --jinja answers 500 on invalid JSON in history
+    # a JSON string: llama.cpp --jinja answers 500 on invalid JSON in history
+    assert json.loads(sent) == raw
 
 
 def test_arguments_nested_too_deep_are_an_error_for_the_model_not_a_crash(loop, server):
@@ -100,9 +99,8 @@ def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
     assert result.status == "answered" and result.text == "done"
     assert (loop.workdir / "notes.txt").read_text() == "line one\nline two"
     assistant = server.messages(1)[2]
-    assert (
-        assistant["content"] == "Let me look at the folder."
-    )  # the text around the markup is kept
+    # the text around the markup is kept
+    assert assistant["content"] == "Let me look at the folder."
     [sent] = assistant["tool_calls"]
     assert sent["id"].startswith("call_") and sent["function"]["name"] == "write_file"
     assert tool_messages(server.messages(1))[0]["tool_call_id"] == sent["id"]
@@ -113,9 +111,11 @@ def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
 def test_dsml_with_ascii_bars_and_tool_calls_wrapper_and_two_invokes(loop, server):
     text = (
         "<|DSML|tool_calls>"
-        '<|DSML|invoke name="write_file"><|DSML|parameter name="path" string="true">a</|DSML|parameter>'
+        '<|DSML|invoke name="write_file">'
+        '<|DSML|parameter name="path" string="true">a</|DSML|parameter>'
         '<|DSML|parameter name="content" string="true">1</|DSML|parameter></|DSML|invoke>'
-        '<|DSML|invoke name="read_file"><|DSML|parameter name="path" string="true">a</|DSML|parameter>'
+        '<|DSML|invoke name="read_file">'
+        '<|DSML|parameter name="path" string="true">a</|DSML|parameter>'
         "</|DSML|invoke></|DSML|tool_calls>"
     )
     server.add(reply(text), reply("done"))
@@ -135,7 +135,10 @@ def test_a_streamed_dsml_reply_split_mid_marker_is_recovered(loop, server, size)
 
 
 def test_hermes_tool_call_json_in_content_is_recovered(loop, server):
-    text = '<tool_call>\n{"name": "write_file", "arguments": {"path": "h.txt", "content": "hermes"}}\n</tool_call>'
+    text = (
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "h.txt", "content": "hermes"}}\n'
+        "</tool_call>"
+    )
     server.add(reply(text), reply("done"))
     result = loop("go")
     assert (loop.workdir / "h.txt").read_text() == "hermes"
@@ -156,7 +159,8 @@ def test_qwen3_coder_xml_tool_call_in_content_is_recovered(loop, server):
 def test_a_prose_answer_quoting_a_tool_call_is_an_answer_and_runs_nothing(loop, server):
     quoted = (
         "Small models without a tool parser write calls like this:\n\n```\n"
-        '<tool_call>\n{"name": "write_file", "arguments": {"path": "x.txt", "content": "no"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "x.txt", "content": "no"}}\n'
+        "</tool_call>\n"
         "```\n\nThe server should turn that into tool_calls."
     )
     server.add(reply(quoted))
@@ -166,7 +170,10 @@ def test_a_prose_answer_quoting_a_tool_call_is_an_answer_and_runs_nothing(loop, 
     assert len(server.requests) == 1
 
 
-QUOTED = '<tool_call>{"name": "write_file", "arguments": {"path": "notes.txt", "content": ""}}</tool_call>'
+QUOTED = (
+    '<tool_call>{"name": "write_file", "arguments": {"path": "notes.txt", "content": ""}}'
+    "</tool_call>"
+)
 
 
 @pytest.mark.parametrize(
@@ -248,7 +255,8 @@ def test_an_empty_reply_with_only_reasoning_stops_with_empty_answer(loop, server
     }
 
 
-# A failed request is one line that says what to do; the command line exits 1 on it (tests/test_cli.py).
+# A failed request is one line that says what to do; the command line exits 1 on it
+# (tests/test_cli.py).
 
 
 def assert_one_clear_line(result, *needles):
@@ -321,9 +329,8 @@ def test_refused_connection_is_one_line_naming_the_address(tmp_path, capsys):
 
 
 def test_a_timeout_is_explained_in_one_line():
-    explained = replies.explain(
-        openai.APITimeoutError(request=None), "http://h/v1", "m"
-    )  # the request rides along
+    # the request rides along
+    explained = replies.explain(openai.APITimeoutError(request=None), "http://h/v1", "m")
     assert explained.startswith("the request to http://h/v1 timed out")
     assert "\n" not in explained
 
@@ -378,13 +385,8 @@ def test_a_prompt_that_shrinks_while_the_conversation_grows_is_warned_about_once
     def usage(prompt):
         return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
 
-    prompts = [
-        3000,
-        4090,
-        4000,
-        4090,
-        3900,
-    ]  # Ollama keeps the last 4,096 tokens: twice fewer than before
+    # Ollama keeps the last 4,096 tokens: twice fewer than before
+    prompts = [3000, 4090, 4000, 4090, 3900]
     server.add(
         *[
             reply(tool_calls=[call("read_file", {"path": "a"}, id=f"c{i}")], usage=usage(p))
@@ -422,8 +424,17 @@ def test_a_web_server_at_the_address_is_one_line_with_advice_that_fits(tmp_path,
 
 
 def test_a_gateways_html_error_page_is_its_title(loop, server):
-    page = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
-    server.add(Error(502, body=page + "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"))
+    page = (
+        "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n"
+        "<body>\r\n<center><h1>502 Bad Gateway</h1>"
+    )
+    server.add(
+        Error(502, body=page + "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+    )
     result = loop("go")
-    assert result.text.startswith("the server answered HTTP 502: a web page titled '502 Bad Gateway'\n")
-    assert "gateway in front of the server failed" in result.text and "<center>" not in result.stderr
+    assert result.text.startswith(
+        "the server answered HTTP 502: a web page titled '502 Bad Gateway'\n"
+    )
+    assert (
+        "gateway in front of the server failed" in result.text and "<center>" not in result.stderr
+    )

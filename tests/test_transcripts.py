@@ -1,5 +1,5 @@
-"""The transcript: each event recorded as it happens, and what --show, --resume and --replay make of one,
-whole, cut off, of another shape or shared by someone else."""
+"""The transcript: each event recorded as it happens, and what --show, --resume and --replay make of
+one, whole, cut off, of another shape or shared by someone else."""
 
 import fcntl
 import json
@@ -84,9 +84,8 @@ def test_a_file_that_is_not_a_transcript_is_refused_with_its_line(tmp_path):
 
 def test_a_replay_that_runs_out_of_replies_stops_with_3(tmp_path):
     short = tmp_path / "short.jsonl"
-    short.write_text(
-        "\n".join(LESSON.read_text().splitlines()[:3]) + "\n"
-    )  # one reply, a write_file call
+    # one reply, a write_file call
+    short.write_text("\n".join(LESSON.read_text().splitlines()[:3]) + "\n")
     done = run_offline(tmp_path, "--replay", str(short), "--transcript", str(tmp_path / "t.jsonl"))
     assert done.returncode == 3
     assert "no more recorded replies" in done.stderr
@@ -131,24 +130,24 @@ def test_resume_continues_the_conversation_and_appends_to_the_transcript(agent, 
 
 def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):
     cut = tmp_path / "cut.jsonl"
-    cut.write_text(
-        "\n".join(LESSON.read_text().splitlines()[:3]) + "\n"
-    )  # ends on a call with no result
+    # ends on a call with no result
+    cut.write_text("\n".join(LESSON.read_text().splitlines()[:3]) + "\n")
     server.add(reply("ok"))
     agent("--resume", str(cut), "go on")
     sent = server.messages(0)
     assert sent[3] == {
         "role": "tool",
         "tool_call_id": "call_01",
-        "content": "unknown: the earlier run ended before this call was answered; it may or may not have run, "
-        "so check before repeating it",
+        "content": (
+            "unknown: the earlier run ended before this call was answered; it may or may not "
+            "have run, so check before repeating it"
+        ),
     }
 
 
 def test_a_replay_whose_tool_results_differ_says_so_at_the_step_and_at_the_end(tmp_path):
-    done = run_offline(
-        tmp_path, "--replay", str(LESSON), "--transcript", str(tmp_path / "t.jsonl")
-    )  # declined
+    # declined
+    done = run_offline(tmp_path, "--replay", str(LESSON), "--transcript", str(tmp_path / "t.jsonl"))
     assert done.returncode == 0
     assert (
         "replay: step 3: run_shell gave another result than recorded: '391', now 'error: declined"
@@ -168,9 +167,8 @@ def test_a_replay_that_matches_says_nothing_about_it(tmp_path):
 
 def test_a_replay_with_another_task_is_warned_about_at_the_start(tmp_path):
     done = run_offline(tmp_path, "--replay", str(LESSON), "--yes", "delete everything")
-    lesson, warning = done.stderr.splitlines()[
-        :2
-    ]  # the lesson's note, then the warning, before anything runs
+    # the lesson's note, then the warning, before anything runs
+    lesson, warning = done.stderr.splitlines()[:2]
     assert lesson.startswith("lesson: ") and warning.startswith(
         "replay: the recorded replies answer 'Write tool_demo.py"
     )
@@ -281,15 +279,13 @@ def events_of_readable(path):
 
 
 def test_a_transcript_cut_mid_line_is_shown_and_resumed_without_its_last_line(agent, server):
-    server.add(
-        reply(tool_calls=[call("run_shell", {"command": "true"}, id="c1")])
-    )  # declined: no terminal
+    # declined: no terminal
+    server.add(reply(tool_calls=[call("run_shell", {"command": "true"}, id="c1")]))
     server.add(reply("done"))
     first = agent("go")
     text = first.transcript.read_text()
-    cut = text[
-        : text.rindex('{"type": "turn/end"') + 20
-    ]  # a run killed while writing its last line
+    # a run killed while writing its last line
+    cut = text[: text.rindex('{"type": "turn/end"') + 20]
     first.transcript.write_text(cut)
     shown = agent("--show", str(first.transcript))
     lines = cut.count("\n") + 1
@@ -302,7 +298,8 @@ def test_a_transcript_cut_mid_line_is_shown_and_resumed_without_its_last_line(ag
 def test_a_bad_line_in_the_middle_is_refused_naming_its_real_line(agent, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
-        '{"type": "run/start", "system_prompt": "s"}\n\n{"type": "user/mess\n{"type": "turn/end", "status": "x"}\n'
+        '{"type": "run/start", "system_prompt": "s"}\n\n'
+        '{"type": "user/mess\n{"type": "turn/end", "status": "x"}\n'
     )
     shown = agent("--show", str(bad))
     assert shown.returncode == 2 and "line 3: not JSON" in shown.stderr
@@ -320,7 +317,8 @@ def test_a_bad_line_in_the_middle_is_refused_naming_its_real_line(agent, tmp_pat
 def test_a_transcript_of_another_shape_is_refused_in_one_line(agent, tmp_path, message):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
-        f'{{"type": "run/start", "system_prompt": "s"}}\n{{"type": "assistant/message", "message": {message}}}\n'
+        '{"type": "run/start", "system_prompt": "s"}\n'
+        f'{{"type": "assistant/message", "message": {message}}}\n'
     )
     for option in ("--show", "--replay", "--resume"):
         result = agent(option, str(bad), "go")

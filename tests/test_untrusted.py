@@ -1,4 +1,5 @@
-"""What the model, a file or a server sends can't fool the person, leak the key, escape or crash the agent.
+"""What the model, a file or a server sends can't fool the person, leak the key, escape
+or crash the agent.
 
 The README section "Safety" says what each guard does and what it cannot stop."""
 
@@ -17,7 +18,8 @@ import tools
 ESC = "\x1b"
 
 
-HOSTILE = f"{ESC}]52;c;ZXZpbA=={ESC}\\{ESC}]0;owned\x07{ESC}[2J\u202eevil"  # clipboard, title, clear, bidi
+# clipboard, title, clear, bidi
+HOSTILE = f"{ESC}]52;c;ZXZpbA=={ESC}\\{ESC}]0;owned\x07{ESC}[2J\u202eevil"
 
 
 # What the person sees is what the model, a file or a command sent, shown as text.
@@ -39,9 +41,8 @@ def test_progress_shows_escape_sequences_from_the_model_and_tools_as_text(loop, 
         ESC not in result.stderr and "\u202e" not in result.stderr and "\x07" not in result.stderr
     )
     assert "\\x1b]52;c;ZXZpbA==" in result.stderr and "\\u202eevil" in result.stderr
-    assert (
-        server.messages(1)[3]["content"] == f"<p>{HOSTILE}</p>"
-    )  # the model gets the file as it is
+    # the model gets the file as it is
+    assert server.messages(1)[3]["content"] == f"<p>{HOSTILE}</p>"
 
 
 def test_progress_lines_show_invisible_characters_too(loop, server):
@@ -137,18 +138,16 @@ def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(
     assert result.returncode == 0
     assert KEY not in sent and KEY not in result.transcript.read_text() and KEY not in result.stderr
     assert "AGENT_API_KEY=***" in sent and "HARMLESS=visible" in sent
-    assert (
-        "AUTH=Bearer ***" in sent
-    )  # from /proc/$PPID/environ: no blanking of a file, only of what comes back
+    # from /proc/$PPID/environ: no blanking of a file, only of what comes back
+    assert "AUTH=Bearer ***" in sent
 
 
 def test_an_error_body_echoing_the_key_is_blanked_before_it_is_cut(loop, server, monkeypatch):
     import config
 
     monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
-    server.add(
-        Error(401, "x" * 360 + f"Incorrect API key provided: {KEY}")
-    )  # the cut at 400 goes through the key
+    # the cut at 400 goes through the key
+    server.add(Error(401, "x" * 360 + f"Incorrect API key provided: {KEY}"))
     result = loop("go")
     assert "provided: ***" in result.stderr
     assert KEY[:10] not in result.stderr and KEY[:10] not in result.transcript.read_text()
@@ -167,7 +166,8 @@ def test_the_key_cut_in_two_by_clipping_shows_neither_half(tmp_path, monkeypatch
     import config
 
     monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
-    # Ten characters of the key in the head that each keeps (run_shell keeps 100 fewer, for its own lines).
+    # Ten characters of the key in the head that each keeps (run_shell keeps 100 fewer,
+    # for its own lines).
     (tmp_path / "read.txt").write_text("x" * (config.MAX_OUTPUT // 2 - 10) + KEY + "y" * 60_000)
     (tmp_path / "cat.txt").write_text(
         "x" * ((config.MAX_OUTPUT - 200) // 2 - 10) + KEY + "y" * 60_000
@@ -193,9 +193,8 @@ def test_a_reply_with_too_many_calls_keeps_max_calls_and_says_so(loop, server):
         result.status == "answered"
         and len(assistant["tool_calls"]) == len(results) == config.MAX_CALLS
     )
-    assert [m["tool_call_id"] for m in results] == [
-        c["id"] for c in assistant["tool_calls"]
-    ]  # ids paired
+    # ids paired
+    assert [m["tool_call_id"] for m in results] == [c["id"] for c in assistant["tool_calls"]]
     assert sum(len(m["content"]) for m in results) < config.MAX_CALLS * (config.MAX_OUTPUT + 100)
     assert f"repaired: kept the first {config.MAX_CALLS} of 1500 tool calls" in result.stderr
 
@@ -211,9 +210,8 @@ def test_a_reply_body_nested_too_deep_is_one_clear_line(loop, server):
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_lone_and_split_surrogates_neither_crash_nor_break_the_transcript(loop, server, stream):
     lone = reply("lone \ud800 here", tool_calls=[call("read_file", {"path": "nope"})])
-    split = reply(
-        "smile \ud83d\ude00 end"
-    )  # streamed one code unit a chunk: the pair arrives in two
+    # streamed one code unit a chunk: the pair arrives in two
+    split = reply("smile \ud83d\ude00 end")
     server.add(*([Stream(lone, size=1), Stream(split, size=1)] if stream else [lone, split]))
     result = loop("go", stream=stream)
     assert result.status == "answered" and result.text == "smile \N{GRINNING FACE} end"

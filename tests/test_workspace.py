@@ -1,5 +1,5 @@
-"""The workspace: paths and symlinks that lead out, races on folders, configuration (.env, .git) the model may
-not write, and files that stay as private as they were."""
+"""The workspace: paths and symlinks that lead out, races on folders, configuration (.env, .git) the
+model may not write, and files that stay as private as they were."""
 
 import contextlib
 import os
@@ -15,8 +15,9 @@ import tools
 from tools import ToolError, read_file, write_file
 
 
-# No planted repositories: git's setup.c (is_git_directory) takes a folder holding HEAD, objects/ and refs/ for a
-# repository, and would obey its config (core.fsmonitor runs a command) whenever git runs there.
+# No planted repositories: git's setup.c (is_git_directory) takes a folder holding HEAD,
+# objects/ and refs/ for a repository, and would obey its config (core.fsmonitor runs a command)
+# whenever git runs there.
 @pytest.mark.parametrize(
     "order",
     [
@@ -173,9 +174,8 @@ def test_a_folder_swapped_for_a_symlink_during_writes_never_leads_outside(tmp_pa
     helper = subprocess.Popen([sys.executable, "-c", swapper, str(workspace), str(outside)])
     try:
         for i in range(2000):
-            with contextlib.suppress(
-                ToolError, OSError
-            ):  # refused because the folder changed: right too
+            # refused because the folder changed: right too
+            with contextlib.suppress(ToolError, OSError):
                 tools.write_file(f"sub/f{i}.txt", "x", workdir=workspace)
     finally:
         (workspace / "stop").write_text("")
