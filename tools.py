@@ -239,7 +239,8 @@ def check_args(name: str, arguments: str) -> dict:
     what is wrong."""
     if name not in TOOL_MAP:
         raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}")
-    args = json.loads(arguments)  # valid JSON: servers.reply_message() made it so
+    # Valid JSON: the client made it so (replies.tool_call()); what the model wrote may be a string.
+    args = json.loads(arguments)
     if isinstance(args, str):  # what the model sent was not JSON; it was kept as a JSON string
         raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")
     if not isinstance(args, dict):

@@ -33,6 +33,7 @@ from scripted_server import ScriptedServer, call, reply  # noqa: E402
 
 import agent as agent_module  # noqa: E402
 import tools  # noqa: E402
+from realworld import sandbox  # noqa: E402
 
 FLOOD = f"{sys.executable} -c \"import sys; sys.stdout.write('x' * 15_000_000)\""
 
@@ -120,7 +121,7 @@ def no_model_starts(pairs: int) -> dict:
 def sandbox_cost(run, steps: int, pairs: int) -> dict:
     """What --sandbox adds: the same session sandboxed and not, in turn; the ratio and the
     milliseconds per command."""
-    problem = tools.sandbox_problem()
+    problem = sandbox.problem()
     if problem:
         return {"not_measured": problem}
     runs = [(run("--sandbox")["wall_s"], run()["wall_s"]) for _ in range(pairs)]

@@ -28,7 +28,8 @@ def clean_arguments(raw) -> tuple[str, str | None]:
     Valid JSON is kept byte for byte, so that every later request begins with the same bytes
     (rule 7). Arguments a model wrote sloppily but unambiguously are re-encoded once, here. What
     cannot be read is kept as a JSON string, for llama.cpp's --jinja server parses earlier calls'
-    arguments and answers 500 on invalid JSON; call_tool() then tells the model what it sent."""
+    arguments and answers 500 on invalid JSON; tools.check_args() then tells the model what it
+    sent."""
     if isinstance(raw, (dict, list)):  # some servers send an object, not a string
         try:
             raw = json.dumps(raw, ensure_ascii=False)
@@ -280,7 +281,7 @@ def json_at(text: str, at: int):
 
 
 def text_call(name, arguments) -> dict | None:
-    """A recovered call shaped as a server sends one (it has no id: servers.tool_call() gives it
+    """A recovered call shaped as a server sends one (it has no id: replies.tool_call() gives it
     one); None if its arguments are not an object, also when they come as a string (once or twice
     encoded) that holds none."""
     if isinstance(arguments, str):

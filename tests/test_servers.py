@@ -1,4 +1,4 @@
-"""What real servers and models send (servers.py), called in this process against the
+"""What real servers and models send (realworld/replies.py), called in this process against the
 scripted server.
 
 The rule numbers are those of the README section "What real servers need"."""
