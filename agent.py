@@ -69,7 +69,6 @@ def run(
     if messages is None:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     add(messages, {"role": "user", "content": task}, transcript)
-    outcome = Outcome("interrupted", "interrupted by the user")  # if an exception ends the run
     try:
         for step in range(1, max_steps + 1):
             resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
@@ -78,7 +77,7 @@ def run(
             # Every field the server sent goes back, nulls too (DeepSeek's reasoning_content,
             # Gemini's signatures): exclude_none would drop some. add() also records it.
             add(messages, msg.model_dump(exclude_unset=True), transcript, **about(resp))
-            show_step(step, resp)
+            show_step(step, msg, resp)
             if finish_reason in STOP_REASONS:  # cut off or filtered: arguments may be partial
                 outcome = Outcome(finish_reason, STOP_REASONS[finish_reason])
                 return outcome
@@ -90,11 +89,14 @@ def run(
                 result, ok = tools.run_call(name, call.function.arguments, workdir, yes)
                 tool_message = {"role": "tool", "tool_call_id": call.id, "content": result}
                 add(messages, tool_message, transcript, name=name, ok=ok)
-        outcome = Outcome("max_steps", f"reached MAX_STEPS ({max_steps}) without an answer")
+        outcome = Outcome("max_steps", f"reached MAX_STEPS ({max_steps}); raise --max-steps")
     except replies.RequestFailed as e:  # no usable reply; e says why in the provider's words
         outcome = Outcome(e.status, str(e))
-    finally:  # every exit, Ctrl-C too: each call answered, so a server accepts the history
-        end(messages, outcome, transcript)
+    except BaseException as e:  # Ctrl-C, SIGTERM, a bug: finished below, then raised again
+        outcome = interrupted(e)
+        raise
+    finally:  # every exit: each call answered, so a server accepts the history
+        finish(messages, outcome, transcript)
     return outcome
 
 
@@ -134,33 +136,48 @@ def final_answer(msg) -> Outcome:
     return Outcome("answered", answer.strip())
 
 
-def end(messages: list[dict], outcome: Outcome, transcript) -> None:
+def interrupted(e: BaseException) -> Outcome:
+    """How run() ended when an exception stopped it: Ctrl-C (or a signal handled as one), or an
+    error, which the caller sees as it is."""
+    if type(e) is KeyboardInterrupt:
+        return Outcome("interrupted", "interrupted by the user")
+    if type(e).__module__ == "bdb":  # q in pdb: the person left the debugger
+        return Outcome("interrupted", "the person left the debugger")
+    if isinstance(e, KeyboardInterrupt):  # SIGTERM or SIGHUP, as the command line raises them
+        return Outcome("interrupted", "interrupted by a signal")
+    return Outcome("error", f"stopped by an error: {type(e).__name__}: {e}")
+
+
+def finish(messages: list[dict], outcome: Outcome, transcript) -> None:
     """Answer every call still open, say why the run stopped, record the end."""
-    reason = outcome.text if outcome.status == "interrupted" else f"not run: {outcome.text}"
+    reason = (
+        outcome.text if outcome.status in ("interrupted", "error") else f"not run: {outcome.text}"
+    )
     close_open_calls(messages, reason, transcript)
     if outcome.status == "api_error":
         say(f"agent: {outcome.text}")
-    elif outcome.status not in ("answered", "interrupted"):  # an interruption: the caller says it
+    elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those
         say(f"stopped: {outcome.text}")
     error = {"error": outcome.text} if outcome.status == "api_error" else {}
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
 
 
 def close_open_calls(messages: list[dict], reason: str, transcript) -> None:
-    """Answer each call of the last reply that has no tool message yet, with reason."""
+    """Answer each call of the last reply that has no tool message yet, with reason. All are
+    appended before any is recorded: a transcript that cannot be written leaves none open."""
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
     answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-    for call in last.get("tool_calls") or []:
-        if call["id"] not in answered:
-            name = call["function"]["name"]
-            say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
-            tool_message = {"role": "tool", "tool_call_id": call["id"], "content": reason}
-            add(messages, tool_message, transcript, name=name, ok=False)
+    open_calls = [c for c in last.get("tool_calls") or [] if c["id"] not in answered]
+    closing = [{"role": "tool", "tool_call_id": c["id"], "content": reason} for c in open_calls]
+    messages.extend(closing)
+    for call, tool_message in zip(open_calls, closing, strict=True):
+        name = call["function"]["name"]
+        say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
+        transcripts.record_message(transcript, tool_message, name=name, ok=False)
 
 
-def show_step(step: int, resp) -> None:
+def show_step(step: int, msg, resp) -> None:
     """Print one step on stderr: tokens, the server's time, repairs, reasoning, text by calls."""
-    msg = resp.choices[0].message
     tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)))
     took = "a recorded reply" if resp.latency_ms is None else f"{resp.latency_ms} ms at the server"
     say(f"step {step}: {tokens}, {took}")

@@ -87,7 +87,8 @@ SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
 MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
-SANDBOX = setting("AGENT_SANDBOX") == "1"  # --sandbox: every command in an OS sandbox (tools.py)
+# --sandbox: every command in an OS sandbox (realworld/sandbox.py)
+SANDBOX = setting("AGENT_SANDBOX") == "1"
 # the sandbox keeps the network (pip install)
 SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"
 WORKDIR = HERE / "playground"

@@ -16,7 +16,6 @@ error start without loading it.
 """
 
 import ipaddress
-import itertools
 import json
 import re
 import time
@@ -61,31 +60,28 @@ class Client:
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
         self.base_url = str(getattr(inner, "base_url", ""))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+        self.last = (0, 0, False)  # the last request's length and prompt tokens; warned yet
 
-    def create(self, *, model: str, messages: list[dict], tools: list[dict], **request):
+    def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
+        if tools is not None:
+            request["tools"] = tools
         if self.stream:
             request |= {"stream": True, "stream_options": {"include_usage": True}}
         if self.trace:
-            trace_request(model, messages, tools)
+            trace_request(model, messages, tools or [])
         started = time.monotonic()
-        create = self.inner.chat.completions.create
-        raw = ask(
-            lambda: create(model=model, messages=messages, tools=tools, **request),
-            self.base_url,
-            model,
-        )
+        send = self.inner.chat.completions.create
+        raw = ask(lambda: send(model=model, messages=messages, **request), self.base_url, model)
         # The server's time alone, not the tools' or a debugger's; a replay has none.
-        latency_ms = (
-            None if getattr(raw, "replayed", False) else round((time.monotonic() - started) * 1000)
-        )
+        replayed = getattr(self.inner, "replaying", False)
+        latency_ms = None if replayed else round((time.monotonic() - started) * 1000)
         if self.trace:
-            say(
-                f"── response (raw JSON)\n{hide_key(raw.model_dump_json(indent=2, warnings=False))}"
-            )
+            dump = raw.model_dump_json(indent=2, warnings=False)
+            say(f"── response (raw JSON)\n{hide_key(dump)}")
         message, repairs = reply_message(raw.choices[0].message, messages)
         self.tokens.append(count_tokens(usage_of(raw)))
-        if prompt_first_cut(self.tokens):
+        if self.prompt_was_cut(len(messages), self.tokens[-1]["prompt"]):
             say(f"agent: warning: {PROMPT_CUT}")
         return completion(
             message,
@@ -95,6 +91,17 @@ class Client:
             repairs=repairs,
             latency_ms=latency_ms,
         )
+
+    def prompt_was_cut(self, length: int, prompt: int) -> bool:
+        """Whether the server counted fewer prompt tokens than for the request before, though the
+        conversation only grew, the first time it does: it cut the prompt (Ollama keeps only its
+        window's end). A request no longer than the one before starts another conversation."""
+        last_length, last_prompt, warned = self.last
+        if length <= last_length:
+            last_prompt, warned = 0, False
+        cut = 0 < prompt < last_prompt and not warned
+        self.last = (length, prompt, warned or cut)
+        return cut
 
 
 def make_client(stream: bool = False, trace: bool = False, base_url: str | None = None) -> Client:
@@ -185,8 +192,8 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def ask(create, base_url: str, model: str):
-    """What create() (the one call to the model) returned, as one whole ChatCompletion;
+def ask(send, base_url: str, model: str):
+    """What send() (the one call to the model) returned, as one whole ChatCompletion;
     RequestFailed with one line in the provider's words if there is none. Asked again when
     the provider says that the model's output, not the request, was malformed (Groq's
     tool_use_failed)."""
@@ -194,7 +201,7 @@ def ask(create, base_url: str, model: str):
 
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
-            return whole_reply(create(), model)
+            return whole_reply(send(), model)
         # the SDK lets a body that is not JSON through
         except (openai.APIError, ValueError, RecursionError) as e:
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
@@ -465,14 +472,6 @@ def count_tokens(usage: dict | None) -> dict:
 def total_tokens(used: list[dict]) -> dict:
     """The sum of several count_tokens() results."""
     return {key: sum(counts[key] for counts in used) for key in ("prompt", "cached", "completion")}
-
-
-def prompt_first_cut(used: list[dict]) -> bool:
-    """Whether the last step is the first whose prompt was smaller than the step's before:
-    the conversation only grows, so a server that counts fewer prompt tokens has cut the prompt
-    (Ollama keeps only its window's end)."""
-    cuts = [0 < after["prompt"] < before["prompt"] for before, after in itertools.pairwise(used)]
-    return bool(cuts) and cuts[-1] and not any(cuts[:-1])
 
 
 def describe_tokens(counts: dict) -> str:

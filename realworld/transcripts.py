@@ -248,6 +248,7 @@ class Replay:
 
     def __init__(self, events: list[dict], path: Path):
         self.events, self.base_url, self.diverged = events, f"replay of {path}", []
+        self.replaying = True  # the Client shows no server time for a recorded reply
         self.steps = recorded_steps(events)
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
@@ -263,7 +264,7 @@ class Replay:
             )
         event = self.steps[step][0]
         return replies.completion(
-            event["message"], event.get("finish_reason"), event.get("usage"), model, replayed=True
+            event["message"], event.get("finish_reason"), event.get("usage"), model
         )
 
     def compare(self, recorded: list[dict], messages: list[dict], step: int) -> None:

@@ -1,7 +1,7 @@
 """The loop, called in this process against a scripted server: what it sends back, and what it
 does with what it gets.
 
-The rule numbers are those of the README section "What real servers need"."""
+The rule numbers are those of docs/servers.md."""
 
 import itertools
 import json

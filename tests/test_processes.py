@@ -165,8 +165,9 @@ def test_sigterm_and_sighup_end_the_command_answer_the_calls_and_exit_128_plus_n
     os.close(fd)
     assert process.returncode == status and "Traceback" not in stderr
     events = events_of(transcript)
+    # A signal, not the person's Ctrl-C: the transcript says which.
     assert [e["content"] for e in events if e["type"] == "tool/result"] == [
-        "interrupted by the user"
+        "interrupted by a signal"
     ] * 2
     assert events[-1] == {**events[-1], "type": "turn/end", "status": "interrupted"}
 

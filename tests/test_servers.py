@@ -1,7 +1,7 @@
 """What real servers and models send (realworld/replies.py), called in this process against the
 scripted server.
 
-The rule numbers are those of the README section "What real servers need"."""
+The rule numbers are those of docs/servers.md."""
 
 import json
 import socket
