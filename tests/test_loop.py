@@ -432,30 +432,28 @@ class FailingFile:
         pass
 
 
-def test_a_transcript_that_fails_mid_step_leaves_every_call_answered(loop, server):
+@pytest.mark.parametrize("room", [2, 3], ids=["first-result", "second-result"])
+def test_a_transcript_that_fails_mid_step_leaves_every_call_answered(loop, server, room):
+    import agent
     from realworld import transcripts
 
-    server.add(
-        reply(
-            tool_calls=[call("read_file", {"path": "a"}, id="c1"), call("read_file", {"path": "b"})]
-        )
-    )
-    messages = None
-    # user, assistant, then the first tool result fails
+    calls = [call("read_file", {"path": name}, id=f"c{i}") for i, name in enumerate("abcd")]
+    server.add(reply(tool_calls=calls))
+    messages = [{"role": "system", "content": "s"}]
+    # The user's and the assistant's messages are written, then a tool result fails (full disk).
     with pytest.raises(transcripts.TranscriptError):
-        import agent
-
-        messages = [{"role": "system", "content": "s"}]
         agent.run(
             "go",
             messages,
             client=replies.Client(replies.openai_client(server.url, "k", 30)),
             workdir=loop.workdir,
-            transcript=FailingFile(room=2),
+            transcript=FailingFile(room=room),
         )
     server.add(reply("done"))
-    assert loop("again", messages).status == "answered"
-    assert [m["role"] for m in server.messages(1)[2:]] == ["assistant", "tool", "tool", "user"]
+    assert loop("again", messages).status == "answered"  # the scripted server checks the history
+    sent = server.messages(1)[2:]
+    assert [m["role"] for m in sent] == ["assistant", "tool", "tool", "tool", "tool", "user"]
+    assert sent[-2]["content"].startswith("stopped by an error: TranscriptError: cannot write")
 
 
 @pytest.mark.parametrize("how", ["cut-off", "max-steps", "server-error"])

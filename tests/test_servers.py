@@ -438,3 +438,18 @@ def test_a_gateways_html_error_page_is_its_title(loop, server):
     assert (
         "gateway in front of the server failed" in result.text and "<center>" not in result.stderr
     )
+
+
+def test_a_new_conversation_on_the_same_client_is_no_shrinking_prompt(server, tmp_path, capsys):
+    # One Client serves many runs (the > prompt, or a caller's own loop): a second conversation
+    # starts shorter than the first ended, which is no cut.
+    def usage(prompt):
+        return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+
+    client = replies.Client(replies.openai_client(server.url, KEY, 60))
+    for _ in range(2):
+        server.add(reply(tool_calls=[call("read_file", {"path": "a"})], usage=usage(400)))
+        server.add(reply("done", usage=usage(900)))
+        assert agent_module.run("go", client=client, workdir=tmp_path).status == "answered"
+    assert "cutting the start of the prompt" not in capsys.readouterr().err
+    assert [t["prompt"] for t in client.tokens] == [400, 900, 400, 900]
