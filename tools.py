@@ -21,6 +21,7 @@ from pathlib import Path
 import config
 from realworld import processes, sandbox
 from realworld.guards import clip, joined, say, shorten, visible
+from realworld.protected import is_configuration, makes_repository
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:
@@ -168,43 +169,48 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
             "command must be one non-empty string, the command line as typed in a shell"
         )
     processes.adopt_orphans()
+    before, process, made = processes.children(os.getpid()), None, None
     # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip()
     # then keeps it whole.
-    before, process, output = (
-        processes.children(os.getpid()),
-        None,
-        processes.Capture(config.MAX_OUTPUT - 200),
-    )
+    output = processes.Capture(config.MAX_OUTPUT - 200)
     timeout = timeout or config.SHELL_TIMEOUT
+    options = {
+        "cwd": workdir,
+        "env": processes.shell_env(),
+        "stdin": subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
+        "stdout": subprocess.PIPE,
+        "stderr": subprocess.STDOUT,
+        **processes.NEW_PROCESS_GROUP,
+    }
     try:
-        process = subprocess.Popen(
-            sandbox.command_line(command, workdir) if config.SANDBOX else command,
-            shell=not config.SANDBOX,
-            cwd=workdir,
-            env=processes.shell_env(),
-            stdin=subprocess.DEVNULL,  # a command that reads input gets end-of-file, not a hang
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            **processes.NEW_PROCESS_GROUP,
-        )
+        if config.SANDBOX:  # made: the workspace's configuration before, for sandbox.finish()
+            process, made = sandbox.start(command, workdir, options)
+        else:
+            process = subprocess.Popen(command, shell=True, **options)
         reader = threading.Thread(target=output.read_all, args=(process.stdout,), daemon=True)
         reader.start()
         process.wait(timeout)
     except subprocess.TimeoutExpired:
         processes.stop_command(process, before)
         reader.join(processes.KILL_GRACE)
+        cleaned = sandbox.finish(workdir, made) if made is not None else ""
         raise ToolError(
             f"timed out after {timeout:g} seconds and was killed; output so far:\n{output.text()}"
+            + cleaned
         ) from None
     except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the command must not outlive the agent
         if process:
             processes.stop_command(process, before)
+        if made is not None:
+            sandbox.finish(workdir, made)
         raise
     # a process it started in the background may hold the output open
     reader.join(processes.KILL_GRACE)
     text = output.text()
     if process.returncode:
         text += f"\n[exit status {process.returncode}]{sandbox.hint(text)}"
+    if made is not None:
+        text += sandbox.finish(workdir, made)
     return text or "(no output)"
 
 
@@ -327,35 +333,6 @@ def remove_temporaries(folder: int | Path, name: str) -> None:
             path, fd = at(folder, entry)
             with contextlib.suppress(OSError):
                 os.unlink(path, dir_fd=fd)
-
-
-def makes_repository(root: Path, target: Path) -> bool:
-    """Whether writing target would give a folder of the workspace what git takes for a repository:
-    HEAD, objects/ and refs/ side by side, or HEAD and a commondir file that names them (git's
-    setup.c, is_git_directory()). Git discovers such a folder as a bare repository and obeys its
-    config (core.fsmonitor runs a command) whenever anyone runs git in it."""
-    child = target
-    for folder in [target.parent, *target.parent.parents]:
-        if not folder.is_relative_to(root):
-            return False
-        names = {entry.name.lower() for entry in folder.iterdir()} if folder.is_dir() else set()
-        names.add(child.name.lower())
-        # commondir names the rest
-        if {"head", "objects", "refs"} <= names or {"head", "commondir"} <= names:
-            return True
-        child = folder
-    return False
-
-
-def is_configuration(relative: Path) -> bool:
-    """Whether a path inside the workspace is a .env file or inside a .git folder: the agent's and
-    git's configuration. A model that could write them could send the key to its own server on
-    the next run (AGENT_BASE_URL in .env) or run a command when git next runs (core.fsmonitor in
-    .git/config), or when direnv next enters the folder (.envrc)."""
-    # .GIT is .git on a case-insensitive file system, and Windows drops a name's trailing
-    # dots and spaces.
-    parts = [part.lower().rstrip(". ") for part in relative.parts] or [""]
-    return ".git" in parts or parts[-1] in (".env", ".envrc") or parts[-1].startswith(".env.")
 
 
 # --- Files: opened so that a symlink swapped in after resolve() cannot lead out -------------------

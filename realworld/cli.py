@@ -65,7 +65,8 @@ def command(argv: list[str] | None) -> int:
     if options.show:
         transcripts.show(recorded, SYSTEM_PROMPT)
         return 0
-    if config.SANDBOX and (problem := sandbox.problem()):  # never silently unsandboxed
+    # Never silently unsandboxed; this also fixes which bubblewrap every command will use.
+    if config.SANDBOX and (problem := sandbox.problem(options.workdir)):
         say(f"agent: {problem}")
         return 2
     if not options.replay and not config.API_KEY and not replies.is_loopback(options.base_url):

@@ -2,19 +2,27 @@
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
 workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
-and session. macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
-docs/safety.md (The sandbox).
+and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env:
+realworld/protected.py), and what a command makes of it is removed when it ends. A seccomp filter
+closes Unix sockets, through which a process outside (D-Bus, Docker, ssh-agent) would act for the
+command. bubblewrap itself is found once, outside the workspace. macOS has sandbox-exec, with a
+profile to the same effect. What it does not stop is in docs/safety.md (The sandbox).
 """
 
+import functools
 import os
+import platform
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import config
+from realworld.guards import say
+from realworld.protected import MAX_FOLDERS, configuration_in
 
 NETWORK_FAILED = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
@@ -22,63 +30,170 @@ NETWORK_FAILED = re.compile(
 )
 
 
-def command_line(command: str, workdir: Path) -> list[str]:
-    """The command line that runs command in the sandbox, in the workspace."""
-    root = str(Path(workdir).resolve())
-    secrets = [
-        path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != str(path)
-    ]
-    if sys.platform == "darwin":
-        return ["sandbox-exec", "-p", seatbelt_profile(root, secrets), "/bin/sh", "-c", command]
-    hidden = [
-        arg
-        for path in secrets
-        for arg in (
-            ("--tmpfs", str(path)) if path.is_dir() else ("--ro-bind", "/dev/null", str(path))
+def start(
+    command: str, workdir: Path, options: dict, launch_from: Path | None = None
+) -> tuple[subprocess.Popen, set[Path]]:
+    """Start command in the sandbox (subprocess.Popen with options); also return the workspace's
+    configuration as it was, for finish(). launch_from: the workspace whose bubblewrap to use, if
+    not workdir (problem() tries the sandbox in an empty folder)."""
+    root = Path(workdir).resolve()
+    before, complete = configuration_in(root)
+    if not complete:
+        raise PermissionError(
+            f"the workspace has more than {MAX_FOLDERS:,} folders: the sandbox cannot check them "
+            "for .git and .env files it must keep read-only; use a smaller --workdir"
         )
-    ]
+    if sys.platform == "darwin":
+        argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), secrets(root))]
+        return subprocess.Popen([*argv, "/bin/sh", "-c", command], **options), before
+    read_end, write_end = os.pipe()  # bubblewrap reads the seccomp filter from a descriptor
+    try:
+        os.write(write_end, seccomp_filter())
+        os.close(write_end)
+        bwrap = launcher(str(Path(launch_from or root).resolve()))
+        if not bwrap:
+            raise PermissionError("no bubblewrap outside the workspace: --sandbox cannot run it")
+        argv = [bwrap, *bwrap_options(command, root, before, read_end)]
+        return subprocess.Popen(argv, pass_fds=(read_end,), **options), before
+    finally:
+        os.close(read_end)
+
+
+def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:
+    """bubblewrap's options that run command in the sandbox, in the workspace."""
+    hidden = []
+    for path in secrets(root):
+        hidden += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     # The private /tmp would hide a virtual environment or a PATH folder that lives there:
     # they stay, read-only.
     kept = {sys.prefix, *os.environ.get("PATH", "").split(os.pathsep)}
-    kept = [
-        arg
-        for path in sorted(kept)
-        if path.startswith("/tmp/") and os.path.isdir(path)
-        for arg in ("--ro-bind", path, path)
-    ]
+    kept = [p for p in sorted(kept) if p.startswith("/tmp/") and os.path.isdir(p)]
+    # Bound after the workspace, so that they win; a symlink is bound as the link it is.
+    protected = [arg for path in sorted(read_only) for arg in ("--ro-bind", str(path), str(path))]
     network = ["--share-net"] if config.SANDBOX_NETWORK else []
     return [
-        "bwrap",
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        *kept,
-        "--bind",
-        root,
-        root,
+        *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
+        *[arg for path in kept for arg in ("--ro-bind", path, path)],
+        *("--bind", str(root), str(root)),
+        *protected,
         *hidden,
         "--unshare-all",
         *network,
-        "--die-with-parent",
-        "--new-session",
-        "--chdir",
-        root,
-        "--",
-        "/bin/sh",
-        "-c",
-        command,
+        *("--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd)),
+        *("--chdir", str(root), "--", "/bin/sh", "-c", command),
     ]
 
 
-def seatbelt_profile(root: str, secrets: list[Path]) -> str:
+def secrets(root: Path) -> list[Path]:
+    """The agent's own .env and transcripts: hidden from every command, unless they are the
+    workspace itself."""
+    return [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != path]
+
+
+def finish(workdir: Path, before: set[Path]) -> str:
+    """After a sandboxed command: remove the configuration it made in the workspace (a .git, a
+    repository, a .env), which git or the agent would obey outside the sandbox, and say so."""
+    root = Path(workdir).resolve()
+    after, complete = configuration_in(root)
+    made = sorted(p for p in after - before if not any(p.is_relative_to(b) for b in before))
+    made = [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
+    for path in made:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    notes = []
+    if made:
+        names = ", ".join(str(p.relative_to(root)) for p in made)
+        notes.append(
+            f"the sandbox removed {names}, which this command made: git or the agent would obey "
+            "it outside the sandbox"
+        )
+    if not complete:
+        notes.append(
+            f"the command left more than {MAX_FOLDERS:,} folders in the workspace: the "
+            "sandbox could not check them all for a .git or .env it made"
+        )
+    for note in notes:
+        say(f"agent: {note}")
+    return "".join(f"\n[{note}]" for note in notes)
+
+
+@functools.cache  # once, before the first command: a command cannot put another one in its place
+def launcher(root: str) -> str | None:
+    """The bubblewrap to run: the first on PATH in an absolute folder outside the workspace. A
+    relative PATH entry (".", "node_modules/.bin", an empty one) could name a bwrap that a
+    sandboxed command wrote, which would then run every later command unsandboxed."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(folder, "bwrap")
+        if not os.path.isabs(folder) or path.resolve().is_relative_to(root):
+            continue
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+# --- The seccomp filter: no Unix sockets, no io_uring ---------------------------------------------
+# A classic BPF program over struct seccomp_data (linux/seccomp.h): nr at offset 0, arch at 4, the
+# arguments from 16, 8 bytes each (their low half first on these little-endian machines). Unix
+# sockets a process outside listens on (D-Bus: systemd-run; Docker; ssh-agent) would act for the
+# command; the network namespace closes only the abstract ones. io_uring makes sockets without
+# the socket() call (Codex denies it too). A socketpair is harmless, but not a datagram one:
+# sendto() reaches any listening datagram socket by its path.
+
+ARCHES = {  # machine: (AUDIT_ARCH_*, socket, socketpair, io_uring_setup, _enter, _register)
+    "x86_64": (0xC000003E, 41, 53, 425, 426, 427),
+    "aarch64": (0xC00000B7, 198, 199, 425, 426, 427),
+}
+ALLOW, DENY, KILL = 0x7FFF0000, 0x00050000 | 1, 0x80000000  # DENY: the call fails with EPERM
+AF_UNIX, SOCK_DGRAM, X32_BIT = 1, 2, 0x40000000
+
+
+def seccomp_filter() -> bytes:
+    """The filter bubblewrap installs before it runs the command (its --seccomp)."""
+    arch, socket, socketpair, *uring = ARCHES[machine()]
+    program = [
+        ("ld", 4),
+        ("jeq", arch, 1, 0),
+        ("ret", KILL),  # another architecture's system calls (32-bit) would bypass the numbers
+        ("ld", 0),
+        ("jge", X32_BIT, 0, 1),  # x86_64's x32 calls: the same calls under other numbers
+        ("ret", DENY),
+        *[step for number in uring for step in (("jeq", number, 0, 1), ("ret", DENY))],
+        ("jeq", socketpair, 0, 7),
+        ("ld", 16),
+        ("jeq", AF_UNIX, 0, 3),
+        ("ld", 24),
+        ("and", 0xF),  # the type, without SOCK_NONBLOCK and SOCK_CLOEXEC
+        ("jeq", SOCK_DGRAM, 1, 0),
+        ("ret", ALLOW),
+        ("ret", DENY),
+        ("jeq", socket, 0, 3),
+        ("ld", 16),
+        ("jeq", AF_UNIX, 0, 1),
+        ("ret", DENY),
+        ("ret", ALLOW),
+    ]
+    codes = {"ld": 0x20, "jeq": 0x15, "jge": 0x35, "and": 0x54, "ret": 0x06}  # BPF_W|BPF_ABS, ...
+    return b"".join(
+        struct.pack("=HBBI", codes[op], *(args[1:] if op in ("jeq", "jge") else (0, 0)), args[0])
+        for op, *args in program
+    )
+
+
+def machine() -> str:
+    """The machine's architecture by its Linux name."""
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(
+        platform.machine().lower(), platform.machine()
+    )
+
+
+# --- Whether it can work, and what it tells -------------------------------------------------------
+
+
+def seatbelt_profile(root: str, hidden: list[Path]) -> str:
     """macOS: a sandbox-exec profile to the same effect (untested here: no macOS in CI)."""
-    denied = " ".join(f'({"subpath" if p.is_dir() else "literal"} "{p}")' for p in secrets)
+    denied = " ".join(f'({"subpath" if p.is_dir() else "literal"} "{p}")' for p in hidden)
     network = "(allow network*)" if config.SANDBOX_NETWORK else "(deny network*)"
     return (
         f'(version 1)(allow default)(deny file-write*)(allow file-write* (subpath "{root}") '
@@ -87,54 +202,63 @@ def seatbelt_profile(root: str, secrets: list[Path]) -> str:
     )
 
 
-def problem() -> str | None:
-    """Why --sandbox cannot work on this machine, in one line that says how to fix it;
-    None if it can."""
+def problem(workdir: Path | None = None) -> str | None:
+    """Why --sandbox cannot work on this machine, in one line that says how to fix it; None if it
+    can. On Linux it also finds the bubblewrap every command of this workspace will use."""
     if sys.platform == "darwin":
-        return (
-            None
-            if os.path.exists("/usr/bin/sandbox-exec")
-            else "--sandbox needs /usr/bin/sandbox-exec (macOS)"
-        )
+        found = os.path.exists("/usr/bin/sandbox-exec")
+        return None if found else "--sandbox needs /usr/bin/sandbox-exec (macOS)"
     if not sys.platform.startswith("linux"):
         return (
             f"--sandbox is not available on {sys.platform}: it needs Linux (bubblewrap) or "
             "macOS (sandbox-exec)"
         )
-    if not shutil.which("bwrap"):
+    if machine() not in ARCHES:
+        return f"--sandbox's seccomp filter knows x86_64 and aarch64, not {machine()}"
+    root = Path(workdir or config.WORKDIR).resolve()
+    if not launcher(str(root)):
         return (
-            "--sandbox needs bubblewrap, which is not installed: sudo apt-get install bubblewrap "
-            "(Fedora: sudo dnf install bubblewrap)"
+            "--sandbox needs bubblewrap, which is not installed (or only inside the workspace, "
+            "or on a relative PATH entry): sudo apt-get install bubblewrap (Fedora: sudo dnf "
+            "install bubblewrap)"
         )
-    tried = subprocess.run(
-        command_line("true", Path(tempfile.gettempdir())), capture_output=True, text=True
-    )
+    with tempfile.TemporaryDirectory() as empty:
+        tried, before = start("true", Path(empty), QUIET, launch_from=root)
+        tried.wait()
+        error = tried.stderr.read().decode(errors="replace").strip() if tried.stderr else ""
+        tried.stderr and tried.stderr.close()
+        finish(Path(empty), before)
     if tried.returncode:
         return (
-            f"--sandbox: bubblewrap cannot make a sandbox here ({tried.stderr.strip()[:200]}); "
-            "user namespaces may be disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1, "
-            "or on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0"
+            f"--sandbox: bubblewrap cannot make a sandbox here ({error[:200]}); user namespaces "
+            "may be disabled: sudo sysctl -w kernel.unprivileged_userns_clone=1, or on Ubuntu "
+            "24.04 kernel.apparmor_restrict_unprivileged_userns=0"
         )
     return None
 
 
+QUIET = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+
+
 def mode() -> str:
     """How commands run, for the line the agent starts with: "" when not sandboxed."""
-    return (
-        "; commands run in a sandbox" + ("" if config.SANDBOX_NETWORK else " with no network")
-    ) * config.SANDBOX
+    network = "" if config.SANDBOX_NETWORK else " with no network"
+    return f"; commands run in a sandbox{network}" * config.SANDBOX
 
 
 def hint(output: str) -> str:
-    """For a sandboxed command that failed: what the sandbox refused, so the model need
-    not guess."""
+    """For a sandboxed command that failed: what the sandbox refused, so the model need not
+    guess."""
     if not config.SANDBOX:
         return ""
-    hints = (
-        ["outside the workspace the file system is read-only (sandbox)"]
-        if "Read-only file system" in output
-        else []
-    )
+    hints = []
+    if "Read-only file system" in output:
+        hints.append(
+            "outside the workspace the file system is read-only, and inside it .git and .env "
+            "files are (sandbox)"
+        )
+    if "Operation not permitted" in output:
+        hints.append("the sandbox refuses Unix sockets and io_uring (Operation not permitted)")
     if not config.SANDBOX_NETWORK and NETWORK_FAILED.search(output):
         hints.append(
             "there is no network in the sandbox; the user can allow it with AGENT_SANDBOX_NETWORK=1"

@@ -176,7 +176,7 @@ def fake_path(tmp_path, bwrap: str | None) -> str:
 @pytest.mark.parametrize(
     ("bwrap", "said"),
     [
-        (None, "needs bubblewrap, which is not installed: sudo apt-get install bubblewrap"),
+        (None, "needs bubblewrap, which is not installed (or only inside the workspace"),
         (
             "echo 'bwrap: No permissions to create a new namespace' >&2; exit 1",
             "user namespaces may be disabled",
