@@ -169,7 +169,7 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
             "command must be one non-empty string, the command line as typed in a shell"
         )
     processes.adopt_orphans()
-    before, process, made = processes.children(os.getpid()), None, None
+    before, process, configuration = processes.children(os.getpid()), None, None
     # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip()
     # then keeps it whole.
     output = processes.Capture(config.MAX_OUTPUT - 200)
@@ -183,8 +183,8 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
         **processes.NEW_PROCESS_GROUP,
     }
     try:
-        if config.SANDBOX:  # made: the workspace's configuration before, for sandbox.finish()
-            process, made = sandbox.start(command, workdir, options)
+        if config.SANDBOX:  # what sandbox.finish() compares with
+            process, configuration = sandbox.start(command, workdir, options)
         else:
             process = subprocess.Popen(command, shell=True, **options)
         reader = threading.Thread(target=output.read_all, args=(process.stdout,), daemon=True)
@@ -193,7 +193,7 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
     except subprocess.TimeoutExpired:
         processes.stop_command(process, before)
         reader.join(processes.KILL_GRACE)
-        cleaned = sandbox.finish(workdir, made) if made is not None else ""
+        cleaned = sandbox.finish(workdir, configuration) if configuration is not None else ""
         raise ToolError(
             f"timed out after {timeout:g} seconds and was killed; output so far:\n{output.text()}"
             + cleaned
@@ -201,16 +201,16 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
     except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: the command must not outlive the agent
         if process:
             processes.stop_command(process, before)
-        if made is not None:
-            sandbox.finish(workdir, made)
+        if configuration is not None:
+            sandbox.finish(workdir, configuration)
         raise
     # a process it started in the background may hold the output open
     reader.join(processes.KILL_GRACE)
     text = output.text()
     if process.returncode:
         text += f"\n[exit status {process.returncode}]{sandbox.hint(text)}"
-    if made is not None:
-        text += sandbox.finish(workdir, made)
+    if configuration is not None:
+        text += sandbox.finish(workdir, configuration)
     return text or "(no output)"
 
 

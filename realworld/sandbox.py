@@ -13,7 +13,6 @@ import functools
 import os
 import platform
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import config
 from realworld.guards import say
-from realworld.protected import MAX_FOLDERS, configuration_in
+from realworld.protected import MAX_FOLDERS, configuration_in, remove
 
 NETWORK_FAILED = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
@@ -32,12 +31,13 @@ NETWORK_FAILED = re.compile(
 
 def start(
     command: str, workdir: Path, options: dict, launch_from: Path | None = None
-) -> tuple[subprocess.Popen, set[Path]]:
+) -> tuple[subprocess.Popen, tuple]:
     """Start command in the sandbox (subprocess.Popen with options); also return the workspace's
     configuration as it was, for finish(). launch_from: the workspace whose bubblewrap to use, if
     not workdir (problem() tries the sandbox in an empty folder)."""
     root = Path(workdir).resolve()
-    before, complete = configuration_in(root)
+    before = configuration_in(root)
+    protected, _seen, complete = before
     if not complete:
         raise PermissionError(
             f"the workspace has more than {MAX_FOLDERS:,} folders: the sandbox cannot check them "
@@ -53,7 +53,8 @@ def start(
         bwrap = launcher(str(Path(launch_from or root).resolve()))
         if not bwrap:
             raise PermissionError("no bubblewrap outside the workspace: --sandbox cannot run it")
-        argv = [bwrap, *bwrap_options(command, root, before, read_end)]
+        read_only = {*protected, *own_code(root)}
+        argv = [bwrap, *bwrap_options(command, root, read_only, read_end)]
         return subprocess.Popen(argv, pass_fds=(read_end,), **options), before
     finally:
         os.close(read_end)
@@ -79,7 +80,8 @@ def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: in
         *hidden,
         "--unshare-all",
         *network,
-        *("--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd)),
+        # No capabilities, also for root: with them a command could unmount what is read-only.
+        *("--cap-drop", "ALL", "--die-with-parent", "--new-session", "--seccomp", str(seccomp_fd)),
         *("--chdir", str(root), "--", "/bin/sh", "-c", command),
     ]
 
@@ -90,33 +92,50 @@ def secrets(root: Path) -> list[Path]:
     return [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != path]
 
 
-def finish(workdir: Path, before: set[Path]) -> str:
+def own_code(root: Path) -> list[Path]:
+    """The agent's own code and its Python environment, where they lie inside the workspace
+    (--workdir .): changed, they would run unsandboxed at the next start."""
+    mine = [config.HERE / name for name in ("agent.py", "config.py", "tools.py", "realworld")]
+    return [p for p in [*mine, Path(sys.prefix)] if p.exists() and p.resolve().is_relative_to(root)]
+
+
+def finish(workdir: Path, before: tuple) -> str:
     """After a sandboxed command: remove the configuration it made in the workspace (a .git, a
-    repository, a .env), which git or the agent would obey outside the sandbox, and say so."""
+    repository's pieces, a .env), which git or the agent would obey outside the sandbox, and say
+    so. Made means a new file or folder: what the command only moved is left, and said."""
     root = Path(workdir).resolve()
-    after, complete = configuration_in(root)
-    made = sorted(p for p in after - before if not any(p.is_relative_to(b) for b in before))
+    after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
+    protected, seen, _complete = before
+    known = {*protected.values(), *seen}
+    made = sorted(path for path, identity in after.items() if identity not in known)
     made = [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
-    for path in made:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    removed = [p for p in made if remove(p)]
+    moved = sorted(
+        p for p, identity in after.items() if identity in protected.values() and p not in protected
+    )
     notes = []
-    if made:
-        names = ", ".join(str(p.relative_to(root)) for p in made)
+    if removed:
         notes.append(
-            f"the sandbox removed {names}, which this command made: git or the agent would obey "
-            "it outside the sandbox"
+            f"the sandbox removed {names(removed, root)}, which this command made: git or the "
+            "agent would obey it outside the sandbox"
         )
+    if len(removed) < len(made):
+        left = names([p for p in made if p not in removed], root)
+        notes.append(f"the sandbox could not remove {left}, which this command made: check it")
+    if moved:
+        notes.append(f"this command moved configuration to {names(moved, root)}")
     if not complete:
         notes.append(
-            f"the command left more than {MAX_FOLDERS:,} folders in the workspace: the "
-            "sandbox could not check them all for a .git or .env it made"
+            f"the command left more than {10 * MAX_FOLDERS:,} folders (or one it cannot list) in "
+            "the workspace: the sandbox could not check them all for a .git or .env it made"
         )
     for note in notes:
         say(f"agent: {note}")
     return "".join(f"\n[{note}]" for note in notes)
+
+
+def names(paths: list[Path], root: Path) -> str:
+    return ", ".join(str(p.relative_to(root)) for p in paths)
 
 
 @functools.cache  # once, before the first command: a command cannot put another one in its place
@@ -126,10 +145,13 @@ def launcher(root: str) -> str | None:
     sandboxed command wrote, which would then run every later command unsandboxed."""
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = Path(folder, "bwrap")
-        if not os.path.isabs(folder) or path.resolve().is_relative_to(root):
+        try:
+            if not os.path.isabs(folder) or path.resolve().is_relative_to(root):
+                continue
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path)
+        except OSError:  # a folder on PATH this user cannot read
             continue
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
     return None
 
 
@@ -146,39 +168,49 @@ ARCHES = {  # machine: (AUDIT_ARCH_*, socket, socketpair, io_uring_setup, _enter
     "aarch64": (0xC00000B7, 198, 199, 425, 426, 427),
 }
 ALLOW, DENY, KILL = 0x7FFF0000, 0x00050000 | 1, 0x80000000  # DENY: the call fails with EPERM
-AF_UNIX, SOCK_DGRAM, X32_BIT = 1, 2, 0x40000000
+AF_UNIX, AF_VSOCK, SOCK_STREAM, SOCK_SEQPACKET, X32_BIT = 1, 40, 1, 5, 0x40000000
 
 
 def seccomp_filter() -> bytes:
-    """The filter bubblewrap installs before it runs the command (its --seccomp)."""
+    """The filter bubblewrap installs before it runs the command (its --seccomp). AF_VSOCK goes
+    too: on a virtual machine it reaches the host, whatever the network namespace."""
     arch, socket, socketpair, *uring = ARCHES[machine()]
     program = [
         ("ld", 4),
-        ("jeq", arch, 1, 0),
-        ("ret", KILL),  # another architecture's system calls (32-bit) would bypass the numbers
-        ("ld", 0),
-        ("jge", X32_BIT, 0, 1),  # x86_64's x32 calls: the same calls under other numbers
-        ("ret", DENY),
-        *[step for number in uring for step in (("jeq", number, 0, 1), ("ret", DENY))],
-        ("jeq", socketpair, 0, 7),
-        ("ld", 16),
-        ("jeq", AF_UNIX, 0, 3),
-        ("ld", 24),
+        ("jeq", arch, "nr", "kill"),
+        ("kill:ret", KILL),  # another architecture's calls (32-bit int 0x80) have other numbers
+        ("nr:ld", 0),
+        ("jge", X32_BIT, "deny", "uring"),  # x86_64's x32 calls: the same calls, other numbers
+        ("uring:jeq", uring[0], "deny", "next"),
+        ("jeq", uring[1], "deny", "next"),
+        ("jeq", uring[2], "deny", "next"),
+        ("jeq", socketpair, "pair", "socket"),
+        ("pair:ld", 16),  # the family
+        ("jeq", AF_UNIX, "type", "allow"),
+        ("type:ld", 24),
         ("and", 0xF),  # the type, without SOCK_NONBLOCK and SOCK_CLOEXEC
-        ("jeq", SOCK_DGRAM, 1, 0),
-        ("ret", ALLOW),
-        ("ret", DENY),
-        ("jeq", socket, 0, 3),
-        ("ld", 16),
-        ("jeq", AF_UNIX, 0, 1),
-        ("ret", DENY),
-        ("ret", ALLOW),
+        ("jeq", SOCK_STREAM, "allow", "next"),  # connected for good: they reach nothing else
+        ("jeq", SOCK_SEQPACKET, "allow", "deny"),  # a datagram one: sendto() reaches any path
+        ("socket:jeq", socket, "family", "allow"),
+        ("family:ld", 16),
+        ("jeq", AF_UNIX, "deny", "next"),
+        ("jeq", AF_VSOCK, "deny", "allow"),
+        ("allow:ret", ALLOW),
+        ("deny:ret", DENY),
     ]
+    return assemble(program)
+
+
+def assemble(program: list[tuple]) -> bytes:
+    """Classic BPF from (["label:"]op, k, [if true, if false]) steps; a jump names a label, or
+    "next" for the step after. Each step is struct sock_filter: code, jt, jf, k."""
+    labels = {step[0].split(":")[0]: at for at, step in enumerate(program) if ":" in step[0]}
     codes = {"ld": 0x20, "jeq": 0x15, "jge": 0x35, "and": 0x54, "ret": 0x06}  # BPF_W|BPF_ABS, ...
-    return b"".join(
-        struct.pack("=HBBI", codes[op], *(args[1:] if op in ("jeq", "jge") else (0, 0)), args[0])
-        for op, *args in program
-    )
+    out = b""
+    for at, (op, k, *jumps) in enumerate(program):
+        offsets = [0 if j == "next" else labels[j] - at - 1 for j in jumps] or [0, 0]
+        out += struct.pack("=HBBI", codes[op.split(":")[-1]], *offsets, k)
+    return out
 
 
 def machine() -> str:

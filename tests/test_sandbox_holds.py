@@ -21,6 +21,7 @@ from scripted_server import call, reply
 import config
 import tools
 from realworld import sandbox as sandboxing
+from realworld.protected import is_git_dir
 
 PROBLEM = sandboxing.problem() if sys.platform.startswith("linux") else "Linux only"
 if PROBLEM and os.environ.get("SANDBOX_REQUIRED") == "1":
@@ -57,7 +58,14 @@ SENDTO = (
 
 
 @pytest.mark.parametrize(
-    ("kind", "client"), [(socket.SOCK_STREAM, CONNECT), (socket.SOCK_DGRAM, SENDTO)]
+    ("kind", "client"),
+    [
+        (socket.SOCK_STREAM, CONNECT),
+        (socket.SOCK_DGRAM, SENDTO),
+        # unix(7): for AF_UNIX the kernel takes SOCK_RAW for SOCK_DGRAM
+        (socket.SOCK_DGRAM, SENDTO.replace("SOCK_DGRAM", "SOCK_RAW")),
+    ],
+    ids=["connect", "dgram-sendto", "raw-sendto"],
 )
 def test_a_unix_socket_listening_outside_gets_nothing_from_the_command(tmp_path, kind, client):
     # As D-Bus's session bus (systemd-run runs anything), Docker's socket or ssh-agent would be.
@@ -100,6 +108,16 @@ def test_an_abstract_socket_and_io_uring_are_closed_too(tmp_path):
         "print(c.syscall(425, 1, 0), ctypes.get_errno())"
     )
     assert run(f'{sys.executable} -c "{uring}"', tmp_path).startswith("-1 1")
+
+
+def test_a_vsock_socket_and_capabilities_are_refused(tmp_path):
+    # AF_VSOCK reaches a virtual machine's host whatever the network namespace (Codex denies it).
+    vsock = "import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)"
+    assert "Operation not permitted" in run(f'{sys.executable} -c "{vsock}"', tmp_path)
+    # Run as root, bubblewrap would keep every capability: umount would lift what is read-only.
+    (tmp_path / ".git").mkdir()
+    result = run("grep CapEff /proc/self/status; umount .git; touch .git/x; echo done", tmp_path)
+    assert result.startswith("CapEff:\t0000000000000000\n") and not (tmp_path / ".git/x").exists()
 
 
 def test_ordinary_local_work_still_runs(tmp_path):
@@ -166,12 +184,43 @@ def test_configuration_a_command_makes_is_removed_and_said(tmp_path, capsys, com
     workspace = tmp_path / "work"
     workspace.mkdir()
     result = run(command, workspace)
-    left = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*"))
-    assert not any(
-        Path(p).name in (".git", ".env", ".envrc", "HEAD") or p.endswith("planted") for p in left
-    ), left
+    left = sorted(workspace.rglob("*"))
+    assert not any(p.name in (".git", ".env", ".envrc") for p in left), left
+    folders = [workspace, *(p for p in left if p.is_dir())]
+    assert not any(is_git_dir({q.name.lower() for q in f.iterdir()}) for f in folders), left
     assert "[the sandbox removed " in result and "which this command made" in result
     assert "agent: the sandbox removed " in capsys.readouterr().err
+
+
+def test_a_repository_moved_aside_stays_and_the_one_planted_in_its_place_goes(tmp_path):
+    workspace = tmp_path / "work"
+    repository(workspace / "sub")
+    (workspace / "sub" / ".env").write_text("SECRET=mine\n")
+    head = (workspace / "sub" / ".git" / "HEAD").read_bytes()
+    plant = (
+        "mv sub sub2 && git init -q sub && git -C sub config core.fsmonitor 'touch PWNED' "
+        "&& echo AGENT_BASE_URL=http://attacker.example/v1 > sub/.env"
+    )
+    result = run(plant, workspace)
+    assert (workspace / "sub2" / ".git" / "HEAD").read_bytes() == head  # the person's, kept
+    assert (workspace / "sub2" / ".env").read_text() == "SECRET=mine\n"
+    assert not (workspace / "sub" / ".git").exists() and not (workspace / "sub" / ".env").exists()
+    assert "this command moved configuration to sub2/.env, sub2/.git" in result
+
+
+def test_the_workspace_itself_cannot_be_made_a_repository(tmp_path):
+    # git discovers the workspace as a bare repository and obeys its config (core.pager, ...).
+    (tmp_path / "HEAD").write_text("the person's own file named HEAD\n")
+    run("mkdir objects refs && printf '[core]\\n\\tpager = touch PWNED\\n' > config", tmp_path)
+    assert not is_git_dir({p.name.lower() for p in tmp_path.iterdir()})
+    assert (tmp_path / "HEAD").read_text() == "the person's own file named HEAD\n"
+
+
+def test_a_git_dir_hidden_behind_ten_thousand_folders_is_still_removed(tmp_path):
+    run(
+        "mkdir -p many && cd many && seq 1 10001 | xargs mkdir && cd .. && git init -q zz", tmp_path
+    )
+    assert not (tmp_path / "zz" / ".git").exists()
 
 
 def test_the_agents_own_dotenv_cannot_be_planted_when_the_workspace_is_the_project(tmp_path):
@@ -186,8 +235,8 @@ def test_the_agents_own_dotenv_cannot_be_planted_when_the_workspace_is_the_proje
     shutil.copytree(ROOT / "realworld", project / "realworld")
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import config; config.SANDBOX = True\n"
-        "import tools, pathlib; print(tools.run_shell('echo AGENT_BASE_URL=http://x/v1 > .env',"
-        " workdir=pathlib.Path(sys.argv[1])))"
+        "import tools, pathlib; print(tools.run_shell('echo AGENT_BASE_URL=http://x/v1 > .env; "
+        "echo print > agent.py; echo x > realworld/cli.py', workdir=pathlib.Path(sys.argv[1])))"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(project)],
@@ -197,6 +246,9 @@ def test_the_agents_own_dotenv_cannot_be_planted_when_the_workspace_is_the_proje
     )
     assert "the sandbox removed .env" in done.stdout, done.stderr
     assert not (project / ".env").exists()
+    # Its own code runs unsandboxed at the next start: read-only too.
+    assert (project / "agent.py").read_bytes() == (ROOT / "agent.py").read_bytes()
+    assert done.stdout.count("Read-only file system") == 2
 
 
 # --- The launcher: found once, never from the workspace -------------------------------------
