@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 try:
     from dotenv import dotenv_values
@@ -81,6 +82,21 @@ API_KEY = setting("AGENT_API_KEY") or setting("DEEPSEEK_API_KEY")
 # for a local server ("none", "ollama"), no secret: blanking it would mangle every text that
 # happens to hold the word.
 HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
+
+
+def url_password(url: str) -> str:
+    """The password in a server address (http://user:PASSWORD@host/v1, which the SDK sends as
+    basic auth), or ""."""
+    try:
+        return unquote(urlsplit(url).password or "")
+    except ValueError:  # a port that is not a number, and the like: the address is refused later
+        return ""
+
+
+# Other credentials to hide wherever the key is: a password in the server's address (one of six
+# characters or more: a shorter one would mangle text; the address itself is always shown with
+# *** for it). parse_options() adds the one --base-url gives.
+HIDDEN_PASSWORDS = tuple(p for p in [url_password(BASE_URL)] if len(p) >= 6)
 # seconds one request to the model may take, body and stream included
 TIMEOUT = number("AGENT_TIMEOUT", 300)
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
@@ -192,6 +208,10 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         raise ConfigError(
             f"the server address {options.base_url!r} must start with http:// or https://"
         )
+    global HIDDEN_PASSWORDS  # set once, here, before anything runs, as SANDBOX below
+    password = url_password(options.base_url)
+    if len(password) >= 6 and password not in HIDDEN_PASSWORDS:
+        HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
     return options

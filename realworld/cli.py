@@ -13,7 +13,7 @@ import sys
 import config
 from agent import SYSTEM_PROMPT, Outcome, close_open_calls, run
 from realworld import processes, replies, sandbox, transcripts
-from realworld.guards import say, visible
+from realworld.guards import hide_secrets, say, shown_url, visible
 
 EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other status: 3, no answer
 
@@ -105,7 +105,7 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the
     exit status."""
     replay = transcripts.Replay(recorded, options.replay) if options.replay else None
-    where = replay.base_url if replay else options.base_url
+    where = replay.base_url if replay else shown_url(options.base_url)
     if replay:
         client = replies.Client(replay, options.stream, options.trace)
     else:
@@ -145,7 +145,8 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
             options.stream and sys.stdout.isatty() and not replay  # printed
         ):
             # piped: as written
-            print(visible(outcome.text) if sys.stdout.isatty() else outcome.text, flush=True)
+            answer = hide_secrets(outcome.text)
+            print(visible(answer) if sys.stdout.isatty() else answer, flush=True)
     if client.tokens:
         say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens))}")
     if replay:

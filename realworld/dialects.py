@@ -17,8 +17,17 @@ from realworld.guards import clean_text, shorten, visible
 
 # --- Arguments as models write them --------------------------------------------------------------
 
-# ```json ... ``` around the whole
-FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*?)\n?\s*```\s*$", re.S)
+INFO_STRING = re.compile(r"[\w-]*\s*")  # what may follow the opening ``` of a fence: json
+
+
+def unfenced(text: str) -> str | None:
+    """What a ```json ... ``` fence around the whole text holds, or None. Read with str methods:
+    a regular expression for it backtracked for minutes on a fence followed by newlines."""
+    text = text.strip()
+    info, newline, rest = text[3:].partition("\n")
+    if not (text.startswith("```") and newline and rest.endswith("```")):
+        return None
+    return rest[:-3].rstrip() if INFO_STRING.fullmatch(info) else None
 
 
 def clean_arguments(raw) -> tuple[str, str | None]:
@@ -61,14 +70,14 @@ def clean_arguments(raw) -> tuple[str, str | None]:
 def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
     """A JSON object as small models write it, and how it was read; (None, None) if it
     is not one."""
-    fenced = FENCE.match(text)
+    fenced = unfenced(text)
     attempts = [
         (text, True, None),
         (text, False, "raw control characters (a newline or tab) inside a JSON string"),
     ]
-    if fenced:
+    if fenced is not None:
         attempts += [
-            (fenced.group(1), strict, "arguments wrapped in a Markdown code fence")
+            (fenced, strict, "arguments wrapped in a Markdown code fence")
             for strict in (True, False)
         ]
     for candidate, strict, how in attempts:
@@ -212,63 +221,70 @@ DSML = re.compile(
     re.S,
 )
 DSML_INVOKE = re.compile(
-    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]*)"\s*>(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>',
+    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]{{0,256}})"\s*>'
+    rf"(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>",
     re.S,
 )
 DSML_PARAMETER = re.compile(
-    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]*)"(?P<attrs>[^>]*)>(?P<value>(?:(?!<{B}DSML{B}parameter).)*?)'
+    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]{{0,256}})"(?P<attrs>[^>]{{0,1000}})>'
+    rf"(?P<value>(?:(?!<{B}DSML{B}parameter).)*?)"
     rf"</{B}DSML{B}parameter>",
     re.S,
 )
 MINIMAX = re.compile(r"<minimax:tool_call>(?P<body>.*?)(?:</minimax:tool_call>|$)", re.S)
 MINIMAX_INVOKE = re.compile(
-    r"""<invoke\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<body>(?:(?!<invoke).)*?)</invoke>""", re.S
+    r"""<invoke\s+name=["']?(?P<name>[^"'>]{0,256})["']?\s*>(?P<body>(?:(?!<invoke).)*?)</invoke>""",
+    re.S,
 )
 MINIMAX_PARAMETER = re.compile(
-    r"""<parameter\s+name=["']?(?P<name>[^"'>]*)["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""",
+    r"""<parameter\s+name=["']?(?P<name>[^"'>]{0,256})["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""",
     re.S,
 )
 TOOL_CALL = re.compile(r"<tool_call>\s*")
 TOOL_CALL_END = re.compile(r"\s*(?:</tool_call>|$)")
 XML_FUNCTION = re.compile(
-    r"<function=(?P<name>[^>\n]+)>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S
+    r"<function=(?P<name>[^>\n]{1,256})>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S
 )
 # A parameter ends at its closing tag, or where the next begins or the function ends (vLLM
 # qwen3coder_tool_parser.py).
 XML_PARAMETER = re.compile(
-    r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)",
+    r"<parameter=(?P<name>[^>\n]{1,256})>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)",
     re.S,
 )
 GLM = re.compile(
-    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]+)(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)",
+    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]{1,256})(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)",
     re.S,
 )
 GLM_ARGUMENT = re.compile(
     r"<arg_key>(?P<name>(?:(?!<arg_key>).)*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>(?:(?!<arg_key>).)*?)</arg_value>",
     re.S,
 )
-KIMI = re.compile(r"<\|tool_call_begin\|>\s*(?P<name>[^<]+?)\s*<\|tool_call_argument_begin\|>\s*")
+KIMI = re.compile(
+    r"<\|tool_call_begin\|>\s*(?P<name>[^<]{1,256}?)\s*<\|tool_call_argument_begin\|>\s*"
+)
 KIMI_ARGUMENTS = re.compile(
     r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S
 )
 DEEPSEEK_V3 = re.compile(
-    rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]+)|<(?P<bare>[^>\n]+)>)\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
+    rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]{{1,256}})|<(?P<bare>[^>\n]{{1,256}})>)"
+    r"\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
     rf"\s*(?:{DS_END}|$)",
     re.S,
 )
-DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]*?){DS_SEP}\s*")
+DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]{{0,256}}?){DS_SEP}\s*")
 HARMONY = re.compile(
-    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]+))?\s*"
+    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]{1,256}))?\s*"
     r"<\|channel\|>(?:analysis|commentary)"
-    r"(?: to=functions\.(?P<to>[^<\s]+))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
+    r"(?: to=functions\.(?P<to>[^<\s]{1,256}))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
 )
 HARMONY_GLUED_CALL = re.compile(
-    r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]+)\s*(?:<\|constrain\|>)?(?:json)?\s*"
+    r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]{1,256})\s*"
+    r"(?:<\|constrain\|>)?(?:json)?\s*"
 )
 MISTRAL_NAME = re.compile(
-    r'\s*(?P<name>[^\[\]{}\s]+)\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])'
+    r'\s*(?P<name>[^\[\]{}\s]{1,256})\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])'
 )
-BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]*)\s*(?=\{)")
+BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]{0,255})\s*(?=\{)")
 PYTHONIC_LINES = re.compile(r"(?P<calls>(?:[A-Za-z_]\w*\(.*\)\s*)+?)(?:</function_calls>|$)", re.S)
 
 
@@ -549,7 +565,7 @@ FAMILIES = [
     (
         "Qwen3-Coder without its wrapper; Llama 3.1's <function=NAME>{json}",
         "vLLM tool_parsers/qwen3coder_tool_parser.py; Meta's Llama 3.1 prompt format",
-        r"<function=[^>\n]+>",
+        r"<function=[^>\n]{1,256}>",
         read_function,
     ),
     (
@@ -702,22 +718,33 @@ def first_opening(text: str) -> int | None:
 
 def outside_code(text: str):
     """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline`
-    code, and lines indented as code or quoted with >. The fences and spans are found once, for all
-    the positions tested."""
+    code, and lines indented as code or quoted with >. The fences, spans and line starts are found
+    once, and each position is looked up in them by bisection: a reply of thousands of spans or
+    openers is read in one pass."""
     # an even number before a position: not in a block
     fences = [m.start() for m in FENCE_LINE.finditer(text)]
-    inline = [m.span() for m in INLINE_CODE.finditer(text)]
-    return lambda at: (
-        bisect.bisect(fences, at) % 2 == 0
-        and not indented(text, at)
-        and not any(a <= at < b for a, b in inline)
-    )
+    spans = [m.span() for m in INLINE_CODE.finditer(text)]  # in order, never overlapping
+    starts = [start for start, _end in spans]
+    newlines = [m.start() for m in NEWLINE.finditer(text)]
+
+    def outside(at: int) -> bool:
+        span = bisect.bisect(starts, at) - 1
+        line = (
+            newlines[bisect.bisect_left(newlines, at) - 1] + 1
+            if newlines and newlines[0] < at
+            else 0
+        )
+        return (
+            bisect.bisect(fences, at) % 2 == 0
+            and not INDENTED.match(text, line)
+            and not (span >= 0 and at < spans[span][1])
+        )
+
+    return outside
 
 
-def indented(text: str, at: int) -> bool:
-    """Whether text[at] is on a line indented as a Markdown code block, or quoted with >."""
-    line = text[text.rfind("\n", 0, at) + 1 :]
-    return line.startswith(("    ", "\t")) or line.lstrip().startswith(">")
+NEWLINE = re.compile("\n")
+INDENTED = re.compile(r"    |\t|[ \t]*>")  # a Markdown code block's indent, or a quote
 
 
 def tool_name(name: str, known) -> str:

@@ -6,8 +6,10 @@ stderr, with control characters shown as escapes. clip() is how every tool resul
 with the key blanked out and its length bounded.
 """
 
+import json
 import re
 import sys
+from urllib.parse import urlsplit
 
 import config
 
@@ -21,7 +23,7 @@ def say(text: str, end: str = "\n") -> None:
     """A line for the person: on stderr, so that stdout holds only the answer. What the model or
     a tool wrote may be in it, so control characters are shown as escapes: an escape sequence
     could redraw the screen."""
-    print(visible(text), end=end, file=sys.stderr, flush=True)
+    print(visible(hide_secrets(text)), end=end, file=sys.stderr, flush=True)
 
 
 def visible(text: str) -> str:
@@ -63,16 +65,34 @@ def clean_text(value) -> str:
     return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def hide_key(text: str) -> str:
-    """text with the key replaced by ***: a file, a command or a server may show it."""
-    return text.replace(config.HIDDEN_KEY, "***") if config.HIDDEN_KEY else text
+def hide_secrets(text: str) -> str:
+    """text with the key and every other credential the person gave (a password in the server's
+    address) replaced by ***, also where JSON escaped them: a file, a command or a server may
+    show them. say(), the transcript, --show and the printed answer all pass here."""
+    for secret in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS):
+        if secret:
+            text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
+    return text
+
+
+def shown_url(url: str) -> str:
+    """A server's address as it is shown and recorded: a password in it as ***, whatever its
+    length."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    return parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:***@{host}").geturl()
 
 
 def clip(text: str, limit: int | None = None) -> str:
     """What the model gets of a tool result: the key blanked out, then at most limit
     (AGENT_MAX_OUTPUT) characters, the head and the tail, with a line that says how much
     was left out."""
-    text, limit = hide_key(text), limit or config.MAX_OUTPUT
+    text, limit = hide_secrets(text), limit or config.MAX_OUTPUT
     if len(text) <= limit:
         return text
     return joined(
@@ -89,4 +109,4 @@ def joined(head: str, left_out: str, tail: str) -> str:
     head = head[:-cut] + "***" if cut else head
     cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)
     tail = "***" + tail[cut:] if cut else tail
-    return f"{hide_key(head)}\n[... {left_out} left out ...]\n{hide_key(tail)}"
+    return f"{hide_secrets(head)}\n[... {left_out} left out ...]\n{hide_secrets(tail)}"

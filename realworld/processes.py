@@ -51,10 +51,14 @@ class Capture:
 
 def shell_env() -> dict[str, str]:
     """The environment minus the API key (no variable named for a key, and none whose value
-    holds it), plus a git setting that ignores a bare repository git was not pointed to
-    (safe.bareRepository, git 2.38 and later)."""
-    key = config.HIDDEN_KEY
-    env = {k: v for k, v in os.environ.items() if k not in SECRET_NAMES and not (key and key in v)}
+    holds it or a password the person gave), plus a git setting that ignores a bare repository
+    git was not pointed to (safe.bareRepository, git 2.38 and later)."""
+    secrets = [s for s in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS) if s]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SECRET_NAMES and not any(secret in v for secret in secrets)
+    }
     count = int(env["GIT_CONFIG_COUNT"]) if env.get("GIT_CONFIG_COUNT", "").isdigit() else 0
     env.update(
         {

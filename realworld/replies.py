@@ -20,12 +20,13 @@ import json
 import re
 import time
 import uuid
+import zlib
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import config
 from realworld import dialects
-from realworld.guards import clean_text, hide_key, say, shorten
+from realworld.guards import clean_text, hide_secrets, say, shorten, shown_url
 from tools import TOOL_MAP
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
@@ -58,7 +59,7 @@ class Client:
 
     def __init__(self, inner, stream: bool = False, trace: bool = False):
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
-        self.base_url = str(getattr(inner, "base_url", ""))
+        self.base_url = shown_url(str(getattr(inner, "base_url", "")))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
         self.last = (0, 0, False)  # the last request's length and prompt tokens; warned yet
 
@@ -78,7 +79,7 @@ class Client:
         latency_ms = None if replayed else round((time.monotonic() - started) * 1000)
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
-            say(f"── response (raw JSON)\n{hide_key(dump)}")
+            say(f"── response (raw JSON)\n{hide_secrets(dump)}")
         message, repairs = reply_message(raw.choices[0].message, messages)
         self.tokens.append(count_tokens(usage_of(raw)))
         if self.prompt_was_cut(len(messages), self.tokens[-1]["prompt"]):
@@ -135,7 +136,8 @@ def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
 
 
 def openai_client(base_url: str, api_key: str, timeout: float):
-    """An openai.OpenAI whose every request, body and stream included, ends within timeout seconds.
+    """An openai.OpenAI whose every request, body and stream included, ends within timeout seconds
+    and MAX_REPLY_BYTES decoded.
 
     The SDK's own timeout bounds each read, not the whole: a body that trickles in one byte a
     second, or a stream that never ends, would hold the terminal for ever. The SDK retries a
@@ -143,23 +145,41 @@ def openai_client(base_url: str, api_key: str, timeout: float):
     import openai
 
     def limit(response) -> None:  # runs when the headers have arrived, before the body is read
-        response.stream = deadline_stream(
-            response.stream, response.request.extensions["started"] + timeout, response
-        )
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):  # decoded here, where it is counted
+            response.headers["content-encoding"] = "identity"
+        else:
+            encoding = ""  # identity, or one not asked for: the SDK then reads no JSON in it
+        started = response.request.extensions["started"]
+        response.stream = bounded_stream(response.stream, started + timeout, response, encoding)
 
     def stamp(request) -> None:
         request.extensions["started"] = time.monotonic()
 
     http_client = openai.DefaultHttpxClient(event_hooks={"request": [stamp], "response": [limit]})
     # A local server needs no key, but the SDK must get one: given None it would send
-    # OPENAI_API_KEY.
+    # OPENAI_API_KEY. Only the encodings the standard library decodes are asked for.
     return openai.OpenAI(
-        base_url=base_url, api_key=api_key or "no-key", timeout=timeout, http_client=http_client
+        base_url=base_url,
+        api_key=api_key or "no-key",
+        timeout=timeout,
+        http_client=http_client,
+        default_headers={"Accept-Encoding": "gzip, deflate"},
     )
 
 
-def deadline_stream(stream, deadline: float, response):
-    """A response body that raises the SDK's APITimeoutError once its deadline has passed."""
+# Far above any real reply: 128,000 output tokens streamed are about 30 MB of events. About 5 MB of
+# gzip decode to 1 GiB, so the bytes are counted after decoding.
+MAX_REPLY_BYTES = 64 * 2**20
+
+
+class ReplyTooLarge(ValueError):
+    """A reply that passed MAX_REPLY_BYTES once decoded."""
+
+
+def bounded_stream(stream, deadline: float, response, encoding: str):
+    """A response body, decoded from gzip or deflate if encoding says so, that raises the SDK's
+    APITimeoutError once its deadline has passed and ReplyTooLarge past MAX_REPLY_BYTES."""
     import openai
 
     try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
@@ -167,17 +187,32 @@ def deadline_stream(stream, deadline: float, response):
     except ImportError:  # pragma: no cover
         from httpx import SyncByteStream
 
-    class Deadline(SyncByteStream):
+    class Bounded(SyncByteStream):
         def __iter__(self):
-            for chunk in stream:
+            size = 0
+            for chunk in decoded(stream, encoding) if encoding else stream:
+                size += len(chunk)
                 if time.monotonic() > deadline:
                     raise openai.APITimeoutError(request=response.request)
+                if size > MAX_REPLY_BYTES:
+                    raise ReplyTooLarge(f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB")
                 yield chunk
 
         def close(self) -> None:
             stream.close()
 
-    return Deadline()
+    return Bounded()
+
+
+def decoded(chunks, encoding: str):
+    """gzip or zlib-wrapped deflate bytes decoded, at most 64 KiB at a time, whatever one chunk
+    decodes to."""
+    decoder = zlib.decompressobj(31 if "gzip" in encoding else 15)
+    for chunk in chunks:
+        while chunk:
+            yield decoder.decompress(chunk, 65536)
+            chunk = decoder.unconsumed_tail
+    yield decoder.flush()
 
 
 def is_loopback(url: str) -> bool:
@@ -237,7 +272,7 @@ def whole_reply(resp, model: str):
     problem = reply_problem(resp)  # the SDK builds a reply without checking its shape
     if problem:
         raise RequestFailed(
-            f"the server sent a reply with {problem}: {shorten(hide_key(str(resp)), 300)}"
+            f"the server sent a reply with {problem}: {shorten(hide_secrets(str(resp)), 300)}"
         )
     return resp
 
@@ -280,13 +315,14 @@ def collect_stream(stream, model: str):
         delta = choice.delta.model_dump(mode="json", exclude_unset=True, warnings=False)
         for piece in delta.pop("tool_calls", None) or []:
             add_fragment(calls, at_index, piece)
-        message = merge(message, delta)
         printer.add(delta.get("content"))
+        message = merge(message, delta)
         finish_reason = choice.finish_reason or finish_reason
         error = error or (choice.model_extra or {}).get("error")
+    message = finished(message)
     printer.end(message["content"])
     if calls:
-        message["tool_calls"] = calls
+        message["tool_calls"] = finished(calls)
     return completion(message, finish_reason, usage, model, error)
 
 
@@ -301,7 +337,7 @@ def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
     if call is None or (piece.get("id") and call.get("id") and piece["id"] != call["id"]):
         call = at_index[index] = {}
         calls.append(call)
-    call.update(merge(call, piece))
+    merge(call, piece)
 
 
 JOINED = (
@@ -319,32 +355,73 @@ JOINED = (
 def merge(old, new, key: str = ""):
     """A streamed field with the next fragment added: text joined (content, arguments,
     reasoning, ...), objects merged key by key, list items merged by their index (OpenRouter's
-    reasoning_details); any other value the last one sent."""
+    reasoning_details); any other value the last one sent. Objects and lists are the stream's own
+    (each delta is a fresh dump) and change in place, and text is kept as its pieces until
+    finished(): each fragment costs its own size, however long the reply grows."""
     if old is None or new is None:
         return new if old is None else old
-    if key in JOINED and not (isinstance(old, str) and isinstance(new, str)):
-        raise TypeError(f"a streamed {key} that is not text: {shorten(repr(new), 80)}")
+    if key in JOINED:
+        if not (isinstance(old, (str, Pieces)) and isinstance(new, str)):
+            raise TypeError(f"a streamed {key} that is not text: {shorten(repr(new), 80)}")
+        pieces = old if isinstance(old, Pieces) else Pieces([old])
+        pieces.append(new)
+        return pieces
     if isinstance(old, str) and isinstance(new, str):
-        return old + new if key in JOINED else new or old
+        return new or old
     if isinstance(old, dict) and isinstance(new, dict):
-        return {**old, **{k: merge(old.get(k), v, k) for k, v in new.items()}}
+        for k, v in new.items():
+            old[k] = merge(old.get(k), v, k)
+        return old
     if isinstance(old, list) and isinstance(new, list):
-        merged = list(old)
-        for item in new:
-            same = [
-                i
-                for i, o in enumerate(merged)
-                if isinstance(o, dict)
-                and isinstance(item, dict)
-                and "index" in item
-                and o.get("index") == item["index"]
-            ]
-            if same:
-                merged[same[0]] = merge(merged[same[0]], item)
-            else:
-                merged.append(item)
-        return merged
+        return merged_by_index(old, new)
     return new
+
+
+class Pieces(list):
+    """Streamed text as its fragments, joined once by finished()."""
+
+
+class Items(list):
+    """A streamed list, with where each index stands in it (at)."""
+
+    def __init__(self, items: list):
+        super().__init__(items)
+        self.at = {}
+        for position, item in enumerate(self):
+            if isinstance(item, dict) and is_key(item.get("index")):
+                self.at.setdefault(item.get("index"), position)
+
+
+def merged_by_index(old: list, new: list) -> list:
+    """A streamed list with the next fragment's items: one with the index of an earlier item is
+    merged into it, any other appended. Found in a table: two lists of 40,000 items compared item
+    by item took minutes."""
+    merged = old if isinstance(old, Items) else Items(old)
+    for item in new:
+        index = item.get("index") if isinstance(item, dict) and "index" in item else None
+        if is_key(index) and index in merged.at:
+            merged[merged.at[index]] = merge(merged[merged.at[index]], item)
+            continue
+        if is_key(index):
+            merged.at[index] = len(merged)
+        merged.append(item)
+    return merged
+
+
+def is_key(value) -> bool:
+    """Whether an index a server sent can be looked up in a table (a number or a string)."""
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
+
+
+def finished(value):
+    """A merged value as plain JSON values: text pieces joined, lists and objects as they are."""
+    if isinstance(value, Pieces):
+        return "".join(value)
+    if isinstance(value, dict):
+        return {k: finished(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finished(v) for v in value]
+    return value
 
 
 def completion(message: dict, finish_reason: str | None, usage, model: str, error=None, **extra):
@@ -493,13 +570,18 @@ def explain(error: Exception, base_url: str, model: str) -> str:
     import openai
 
     detail = error_text(error)
+    if isinstance(error, ReplyTooLarge) or isinstance(error.__cause__, ReplyTooLarge):
+        return (
+            f"the server's reply passed {MAX_REPLY_BYTES // 2**20} MiB, far more than any real "
+            "reply: the agent stopped reading it. Is AGENT_BASE_URL the server you meant?"
+        )
     if isinstance(error, openai.APITimeoutError):
         return (
             f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up "
             "and not overloaded."
         )
     if isinstance(error, openai.APIConnectionError):
-        cause = hide_key(str(error.__cause__ or error))
+        cause = hide_secrets(str(error.__cause__ or error))
         return (
             f"could not reach {base_url}: {cause}. Check AGENT_BASE_URL and your network, "
             "or start the server."
@@ -575,7 +657,7 @@ def error_text(error) -> str:
         text = body
     else:
         text = getattr(error, "message", None) or str(error)
-    return shorten(hide_key(text), 400)
+    return shorten(hide_secrets(text), 400)
 
 
 def error_code(error) -> str | None:

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import config
 from realworld import replies
-from realworld.guards import say, shorten, visible
+from realworld.guards import hide_secrets, say, shorten, visible
 
 # The fields each event needs for --show, --replay and --resume.
 EVENT_FIELDS = {
@@ -48,7 +48,9 @@ def record(transcript, event: str, **fields) -> None:
 def write(transcript, event: dict) -> None:
     """Write one event as one line, and flush it."""
     try:
-        transcript.write(json.dumps(event, ensure_ascii=False) + "\n")
+        # The key and passwords never reach a file someone may share, whichever field a server
+        # or a tool put them in.
+        transcript.write(hide_secrets(json.dumps(event, ensure_ascii=False)) + "\n")
         transcript.flush()
     except OSError as e:
         raise TranscriptError(
@@ -323,7 +325,9 @@ def recorded_task(events: list[dict]) -> str:
 def show(events: list[dict], system_prompt: str) -> None:
     """Print a transcript as a conversation, without running anything."""
     for line in shown(events, system_prompt):
-        print(visible(line))  # what a model or a tool wrote may hold escape sequences
+        # What a model or a tool wrote may hold escape sequences, and a transcript written by
+        # another agent the key.
+        print(visible(hide_secrets(line)))
 
 
 def shown(events: list[dict], system_prompt: str):

@@ -5,6 +5,7 @@ and records every request it got. An error reply stays queued, so the SDK's
 retries see it too.
 """
 
+import contextlib
 import itertools
 import json
 import threading
@@ -113,6 +114,13 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
     chunks.append(chunk(finish_reason=choice["finish_reason"]))
     chunks.append(chunk(usage=body["usage"], choices=False))
     return chunks
+
+
+class Raw:
+    """A reply sent as these bytes with these headers (a compressed body, a body without end)."""
+
+    def __init__(self, body: bytes, headers: dict | None = None, status: int = 200):
+        self.body, self.headers, self.status = body, headers or {}, status
 
 
 class Hang:
@@ -246,6 +254,17 @@ class ScriptedServer:
                     return self._stream(head.events)
                 if isinstance(head, Trickle):
                     return self._trickle(head)
+                if isinstance(head, Raw):
+                    self.send_response(head.status)
+                    for name, value in {
+                        "content-length": str(len(head.body)),
+                        **head.headers,
+                    }.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    with contextlib.suppress(OSError):  # the client stopped reading
+                        self.wfile.write(head.body)
+                    return None
                 if isinstance(head, Hang):
                     head.arrived.set()
                     server.closing.wait(60)
