@@ -57,7 +57,8 @@ TOOLS = [
 # read once, at import, when nothing else runs: os.umask can only be read by setting it
 UMASK = os.umask(0o022)
 os.umask(UMASK)
-SPACES = re.compile(r" {16,}")
+RUN = re.compile(r"(.)\1{15,}", re.S)  # sixteen or more of one character
+ESCAPE = re.compile(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})")  # as visible() writes them
 
 
 class ToolError(Exception):
@@ -149,6 +150,8 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
             with contextlib.suppress(PermissionError):
                 os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
         os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
+        if old and stat.S_ISREG(old.st_mode):  # after chmod, which would narrow an ACL's mask
+            copy_attributes(path, fd, final, temporary)
         os.replace(temporary, final, src_dir_fd=fd, dst_dir_fd=fd)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -292,13 +295,7 @@ def consent(command: str) -> None:
             "agent with --yes"
         )
     lines = command.split("\n")
-    # Every invisible character is an escape (a tab too), and a long run of spaces, which could push
-    # the start of a line off the screen, is shown as its length: the person reads what runs.
-    shown = "\n".join(
-        "    "
-        + SPACES.sub(lambda m: f"[{len(m.group())} spaces]", visible(line)).replace("\t", "\\t")
-        for line in lines
-    )
+    shown = shown_command(command, *screen())
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""
     where = " in the sandbox (writes only in the workspace" + (
         ")" if config.SANDBOX_NETWORK else ", no network)"
@@ -313,6 +310,59 @@ def consent(command: str) -> None:
     raise ToolError(f"declined by the user: {reason}" if reason else "declined by the user")
 
 
+def shown_command(command: str, columns: int = 80, rows: int = 24) -> str:
+    """The command as the consent prompt shows it, on one screen of columns x rows: every invisible
+    character an escape (a tab too), a run of one character as its count, and, of a command too
+    long for the screen, its first and last lines and the start and end of a long line, with what
+    lies between said: how many lines and characters, and which invisible ones. What runs first
+    and what runs last are both in sight when the person answers."""
+    # A line may take two rows; the indent, the blank lines and the question take the rest.
+    width, most = 2 * max(40, columns) - 5, max(6, (rows - 6) // 2)
+    lines = command.split("\n")
+    if len(lines) > most:
+        head, tail = lines[: most - most // 3 - 1], lines[len(lines) - most // 3 :]
+        hidden = "\n".join(lines[len(head) : len(lines) - len(tail)])
+        lines = [*head, left_out(hidden, f"{hidden.count(chr(10)) + 1} lines, "), *tail]
+    return "\n".join("    " + shown_line(line, width) for line in lines)
+
+
+def shown_line(line: str, width: int) -> str:
+    """One line of the command, escaped, its runs counted, at most width characters."""
+    if line.startswith("[...") and line.endswith("...]"):  # left_out()'s own line
+        return line
+    text = visible(RUN.sub(run_length, line)).replace("\t", "\\t")
+    if len(text) <= width:
+        return text
+    keep = max(10, width - 60)
+    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :]
+    return head + left_out(text[len(head) : len(text) - len(tail)], "") + tail
+
+
+def left_out(hidden: str, lines: str) -> str:
+    """What stands for a part of the command not shown: its size, and the invisible characters
+    in it, as escapes."""
+    escapes = sorted(set(ESCAPE.findall(hidden)) | {visible(c) for c in hidden if visible(c) != c})
+    among = f"; among them {', '.join(escapes[:24])}" if escapes else ""
+    among += f" and {len(escapes) - 24} more" if len(escapes) > 24 else ""
+    return f"[... {lines}{len(hidden)} characters left out{among} ...]"
+
+
+def run_length(match: re.Match) -> str:
+    """A run of one character, as its count: it could push what follows off the screen."""
+    character = match.group(1)
+    shown = "spaces" if character == " " else f"times {visible(character)!r}".replace("\\\\", "\\")
+    return f"[{len(match.group())} {shown}]"
+
+
+def screen() -> tuple[int, int]:
+    """The columns and rows of the terminal the person answers at (80 x 24 if it says none)."""
+    try:
+        size = os.get_terminal_size(sys.stdin.fileno())
+    except OSError:
+        return 80, 24
+    return size.columns or 80, size.lines or 24
+
+
 def resolve(path: str, workdir: Path) -> Path:
     """The real path inside the workspace that path names; symlinks are followed first."""
     if not isinstance(path, str) or not path.strip() or "\0" in path:
@@ -322,6 +372,36 @@ def resolve(path: str, workdir: Path) -> Path:
     if not target.is_relative_to(root):
         raise ToolError(f"{path} is outside the workspace ({root}); use a path inside it")
     return target
+
+
+def copy_attributes(path: str, folder: int | None, source: str, target: str) -> None:
+    """Give the new file the extended attributes of the file it replaces: its POSIX access list
+    (system.posix_acl_access, which names who else may read it) and the rest, so that replacing a
+    file never changes who may read it. ToolError where one cannot be given (a security.* one
+    this process may not set): then nothing is written."""
+    if not hasattr(os, "listxattr"):  # Linux only; macOS's ACLs are not read here
+        return
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+    old, new = os.open(source, flags, dir_fd=folder), os.open(target, flags, dir_fd=folder)
+    try:
+        try:
+            names = os.listxattr(old)
+        except OSError:  # a file system without extended attributes has none to keep
+            return
+        for name in names:
+            value = os.getxattr(old, name)
+            try:
+                if name not in os.listxattr(new) or os.getxattr(new, name) != value:
+                    os.setxattr(new, name, value)
+            except OSError as e:
+                raise ToolError(
+                    f"{path} has an extended attribute ({name}) that a new file cannot be given "
+                    f"here ({e.strerror}): not written, so that who may read it does not change. "
+                    "Ask the user to change it."
+                ) from None
+    finally:
+        os.close(old)
+        os.close(new)
 
 
 def remove_temporaries(folder: int | Path, name: str) -> None:

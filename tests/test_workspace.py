@@ -194,3 +194,52 @@ def test_a_folder_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path
     with pytest.raises(ToolError, match="changed while in use"):
         tools.open_inside(workspace, target, os.O_WRONLY | os.O_CREAT)
     assert os.listdir(outside) == []
+
+
+# A replaced file keeps who may read it: its mode, owner and group, and its access list and other
+# extended attributes. The access list is written as the kernel stores it (acl(5); linux
+# include/uapi/linux/posix_acl_xattr.h): a version, then (tag, permissions, id) entries in order.
+
+ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+NO_ID = 0xFFFFFFFF
+
+
+def access_list(*entries: tuple[int, int, int]) -> bytes:
+    import struct
+
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *entry) for entry in entries)
+
+
+def with_attributes(path, attributes: dict) -> bool:
+    """Give path these extended attributes; False where the file system keeps none."""
+    try:
+        for name, value in attributes.items():
+            os.setxattr(path, name, value)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="extended attributes are Linux's here")
+def test_a_replaced_file_keeps_its_access_list_and_extended_attributes(workspace):
+    shared = workspace / "shared.txt"
+    shared.write_text("old")
+    shared.chmod(0o600)
+    # The owner may read and write; the user nobody (65534) may read, through the mask; no one else.
+    acl = access_list(
+        (ACL_USER_OBJ, 6, NO_ID),
+        (ACL_USER, 4, 65534),
+        (ACL_GROUP_OBJ, 0, NO_ID),
+        (ACL_MASK, 4, NO_ID),
+        (ACL_OTHER, 0, NO_ID),
+    )
+    if not with_attributes(shared, {"system.posix_acl_access": acl, "user.origin": b"person"}):
+        pytest.skip("this file system keeps no access lists")
+    before = (os.getxattr(shared, "system.posix_acl_access"), stat.S_IMODE(shared.stat().st_mode))
+    write_file("shared.txt", "new", workdir=workspace)
+    assert shared.read_text() == "new"
+    assert (
+        os.getxattr(shared, "system.posix_acl_access"),
+        stat.S_IMODE(shared.stat().st_mode),
+    ) == before
+    assert os.getxattr(shared, "user.origin") == b"person"
