@@ -242,3 +242,26 @@ def workspace(tmp_path):
     root = tmp_path / "work"
     root.mkdir()
     return root
+
+
+def pdb_replay(
+    tmp_path: Path, lesson: Path, commands: str, *flags: str
+) -> subprocess.CompletedProcess:
+    """agent.py under pdb, replaying a lesson, with commands typed at the (Pdb) prompt."""
+    return subprocess.run(
+        [sys.executable, "-m", "pdb", str(AGENT), "--replay", str(lesson), *flags],
+        cwd=tmp_path,
+        env=clean_env(),
+        input=commands,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def msg_line() -> int:
+    """The line of agent.py that holds msg = resp.choices[0].message."""
+    lines = AGENT.read_text(encoding="utf-8").splitlines()
+    return next(
+        i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
+    )

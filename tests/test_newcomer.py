@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only
+from conftest import AGENT, KEY, ROOT, clean_env, events_of, msg_line, pdb_replay, posix_only
 from scripted_server import Error, reply
 
 from realworld import transcripts
@@ -112,22 +112,8 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
     assert text.split("(")[0] in row  # the README names this breakpoint
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     line = next(i for i, source in enumerate(lines, 1) if source.strip().startswith(text)) + after
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pdb",
-            str(AGENT),
-            "--replay",
-            str(LESSONS / f"lesson-{lesson}.jsonl"),
-        ],
-        cwd=tmp_path,
-        env=clean_env(),
-        input=f"break {ROOT / name}:{line}\ncontinue\nq\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    commands = f"break {ROOT / name}:{line}\ncontinue\nq\n"
+    done = pdb_replay(tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands)
     assert f"{name}({line})" in done.stdout, done.stdout[-1500:]  # it stopped at the breakpoint
     assert "will be restarted" not in done.stdout and "BdbQuit" not in done.stdout + done.stderr
 
@@ -234,35 +220,13 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     # What a learner sees in the debugger is what the loop runs: msg.tool_calls at each step is the
     # calls of the message appended, and each gets its tool message, in order (lesson 07: recovered
     # from text).
-    lines = AGENT.read_text(encoding="utf-8").splitlines()
-    line = next(
-        i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
-    )
+    line = msg_line()
     shown = 'p ("CALLS", [c.id for c in msg.tool_calls or []])'
     commands = f"break {AGENT}:{line + 1}\ncommands 1\n{shown}\ncontinue\ncontinue\nq\n"
     transcript = tmp_path / "t.jsonl"
-    lesson_file = str(LESSONS / f"lesson-{lesson}.jsonl")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pdb",
-            str(AGENT),
-            "--replay",
-            lesson_file,
-            "--yes",
-            "--workdir",
-            str(tmp_path / "work"),
-            "--transcript",
-            str(transcript),
-        ],
-        cwd=tmp_path,
-        env=clean_env(),
-        input=commands,  # the last continue ends the program; q leaves the one pdb restarts
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # The last continue ends the program; q leaves the one pdb restarts.
+    flags = ("--yes", "--workdir", str(tmp_path / "work"), "--transcript", str(transcript))
+    done = pdb_replay(tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, *flags)
     seen = [ast.literal_eval(ids) for ids in re.findall(r"\('CALLS', (\[.*?\])\)", done.stdout)]
     events = [e for e in events_of(transcript) if e["type"] in ("assistant/message", "tool/result")]
     appended, answered = [], []

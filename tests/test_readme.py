@@ -1,10 +1,8 @@
 """The README's promises that a test can hold to."""
 
 import re
-import subprocess
-import sys
 
-from conftest import AGENT, LESSON, ROOT, clean_env
+from conftest import AGENT, LESSON, ROOT, msg_line, pdb_replay
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -12,40 +10,16 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
     # Keeps the README's walkthrough true: the line after msg = resp.choices[0].message, found, not
     # hard-coded.
-    lines = AGENT.read_text(encoding="utf-8").splitlines()
-    line = (
-        next(
-            i for i, text in enumerate(lines, 1) if text.strip() == "msg = resp.choices[0].message"
-        )
-        + 1
-    )
+    line = msg_line() + 1
     commands = f"break {AGENT}:{line}\ncontinue\n"
     commands += (
         'p f"name={msg.tool_calls[0].function.name} len={len(messages)} '
         'resp={type(resp).__name__}"\n'
     )
     commands += "clear 1\ncontinue\n"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pdb",
-            str(AGENT),
-            "--replay",
-            str(LESSON),
-            "--yes",
-            "--workdir",
-            str(tmp_path / "work"),
-            "--transcript",
-            str(tmp_path / "t.jsonl"),
-        ],
-        cwd=tmp_path,
-        env=clean_env(),
-        input=commands,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    work, transcript = str(tmp_path / "work"), str(tmp_path / "t.jsonl")
+    flags = ("--yes", "--workdir", work, "--transcript", transcript)
+    done = pdb_replay(tmp_path, LESSON, commands, *flags)
     assert "'name=write_file len=2 resp=ChatCompletion'" in done.stdout
     assert (tmp_path / "work" / "tool_demo.py").exists()  # after the breakpoint, the run went on
 
