@@ -93,10 +93,18 @@ def url_password(url: str) -> str:
         return ""
 
 
+def raw_password(url: str) -> str:
+    """The password as the address writes it, percent-encoded ("" if none)."""
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:
+        return ""
+
+
 # Other credentials to hide wherever the key is: a password in the server's address (one of six
 # characters or more: a shorter one would mangle text; the address itself is always shown with
 # *** for it). parse_options() adds the one --base-url gives.
-HIDDEN_PASSWORDS = tuple(p for p in [url_password(BASE_URL)] if len(p) >= 6)
+HIDDEN_PASSWORDS = tuple(p for p in [url_password(BASE_URL), raw_password(BASE_URL)] if len(p) >= 6)
 # seconds one request to the model may take, body and stream included
 TIMEOUT = number("AGENT_TIMEOUT", 300)
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
@@ -209,9 +217,9 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
             f"the server address {options.base_url!r} must start with http:// or https://"
         )
     global HIDDEN_PASSWORDS  # set once, here, before anything runs, as SANDBOX below
-    password = url_password(options.base_url)
-    if len(password) >= 6 and password not in HIDDEN_PASSWORDS:
-        HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
+    for password in (url_password(options.base_url), raw_password(options.base_url)):
+        if len(password) >= 6 and password not in HIDDEN_PASSWORDS:
+            HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
     return options

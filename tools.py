@@ -145,10 +145,17 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
             os.open(temporary, flags, 0o600, dir_fd=fd), "w", encoding="utf-8", newline=""
         ) as f:
             f.write(content)
-        # the old file's owner and group, where this process may give them
+        # The old file's owner and group; where this process may not give them, no other group
+        # (or owner) would get what was the old one's: nothing is written.
         if old and hasattr(os, "chown"):
             with contextlib.suppress(PermissionError):
                 os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
+            new = os.stat(temporary, dir_fd=fd, follow_symlinks=False)
+            if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+                raise ToolError(
+                    f"{path} belongs to another owner or group, which a new file cannot be given "
+                    "here: not written, so that who may read it does not change. Ask the user."
+                )
         os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
         if old and stat.S_ISREG(old.st_mode):  # after chmod, which would narrow an ACL's mask
             copy_attributes(path, fd, final, temporary)
@@ -388,9 +395,15 @@ def copy_attributes(path: str, folder: int | None, source: str, target: str) -> 
             names = os.listxattr(old)
         except OSError:  # a file system without extended attributes has none to keep
             return
-        for name in names:
-            value = os.getxattr(old, name)
+        # What the new file got from its folder (a default access list) and the old one had not
+        # goes, so that no one may read it who could not read the old one.
+        inherited = [name for name in os.listxattr(new) if name not in names]
+        for name in [*names, *inherited]:
             try:
+                if name in inherited:
+                    os.removexattr(new, name)
+                    continue
+                value = os.getxattr(old, name)
                 if name not in os.listxattr(new) or os.getxattr(new, name) != value:
                     os.setxattr(new, name, value)
             except OSError as e:

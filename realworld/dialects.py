@@ -130,12 +130,13 @@ def split_thinking(content: str) -> tuple[str, str]:
     """(thinking, the rest) of a reply's text, for each family in THINKING and gpt-oss's harmony
     channels; ("", content) when there is no thinking. Unclosed thinking is all thinking:
     the rest is ""."""
-    thinking, rest = "", content
-    while True:
-        analysis = HARMONY_ANALYSIS.match(rest)
-        if not analysis:
+    pieces, at = [], 0  # one pass over the analysis blocks, joined once
+    while analysis := HARMONY_ANALYSIS.match(content, at):
+        if analysis.end() == at:
             break
-        thinking, rest = thinking + analysis.group(1), rest[analysis.end() :]
+        pieces.append(analysis.group(1))
+        at = analysis.end()
+    thinking, rest = "".join(pieces), content[at:]
     final = HARMONY_FINAL.match(rest) if thinking or rest.lstrip().startswith("<|") else None
     glued = HARMONY_GLUED.match(rest) if not thinking else None
     if final and "to=" not in rest[: rest.find("<|message|>")]:
@@ -265,12 +266,13 @@ KIMI = re.compile(
 KIMI_ARGUMENTS = re.compile(
     r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S
 )
+# The head only, up to the opening fence: the closing one is found with str.find, since a
+# pattern for the arguments between whitespace and a fence backtracked for minutes.
 DEEPSEEK_V3 = re.compile(
     rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]{{1,256}})|<(?P<bare>[^>\n]{{1,256}})>)"
-    r"\s*```(?:json)?\s*(?P<arguments>.*?)\s*```"
-    rf"\s*(?:{DS_END}|$)",
-    re.S,
+    r"\s*```(?:json)?"
 )
+DEEPSEEK_V3_END = re.compile(rf"\s*(?:{DS_END}|$)")
 DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]{{0,256}}?){DS_SEP}\s*")
 HARMONY = re.compile(
     r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]{1,256}))?\s*"
@@ -285,7 +287,7 @@ MISTRAL_NAME = re.compile(
     r'\s*(?P<name>[^\[\]{}\s]{1,256})\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])'
 )
 BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]{0,255})\s*(?=\{)")
-PYTHONIC_LINES = re.compile(r"(?P<calls>(?:[A-Za-z_]\w*\(.*\)\s*)+?)(?:</function_calls>|$)", re.S)
+PYTHONIC_LINE = re.compile(r"[A-Za-z_]\w*\(.*\)")  # one call a line (OLMo 3); no re.S: one line
 
 
 def json_at(text: str, at: int):
@@ -430,10 +432,13 @@ def read_kimi(text: str, at: int):
 
 def read_deepseek(text: str, at: int):
     call = DEEPSEEK_V3.match(text, at)
-    if call:
-        return [
-            text_call(call.group("name") or call.group("bare"), call.group("arguments"))
-        ], call.end()
+    close = text.find("```", call.end()) if call else -1
+    while close >= 0:  # the first closing fence that an end token or the end of the text follows
+        end = DEEPSEEK_V3_END.match(text, close + 3)
+        if end:
+            arguments = text[call.end() : close].strip()
+            return [text_call(call.group("name") or call.group("bare"), arguments)], end.end()
+        close = text.find("```", close + 3)
     call = DEEPSEEK_V31.match(text, at)
     found = json_at(text, call.end()) if call else None
     if not found:
@@ -493,6 +498,12 @@ def read_json(text: str, at: int):
     return [named_object(v) for v in values] or [None], found[1]
 
 
+def after_function_calls(text: str, at: int) -> bool:
+    """Whether <function_calls> and only whitespace stand before text[at]."""
+    opening = text.rfind("<function_calls>", max(0, at - 1000), at)  # a bounded look back
+    return opening >= 0 and not text[opening + len("<function_calls>") : at].strip()
+
+
 def read_pythonic(text: str, at: int):
     """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, LFM2; or one call
     a line inside <function_calls> (OLMo 3). Keyword arguments with literal values only: true,
@@ -502,13 +513,13 @@ def read_pythonic(text: str, at: int):
     if text.startswith("[", at):
         end = text.rfind("]") + 1
         source = text[at:end]
-    elif text[:at].rstrip().endswith("<function_calls>") and (
-        lines := PYTHONIC_LINES.match(text, at)
-    ):
-        end, source = (
-            lines.end("calls"),
-            "[" + ",".join(lines.group("calls").split("\n")).strip(",") + "]",
-        )
+    elif after_function_calls(text, at):
+        close = text.find("</function_calls>", at)
+        end = len(text) if close < 0 else close
+        lines = [line.strip() for line in text[at:end].split("\n") if line.strip()]
+        if not lines or not all(PYTHONIC_LINE.fullmatch(line) for line in lines):
+            return None
+        source = "[" + ",".join(lines) + "]"
     else:
         return None
     try:

@@ -9,7 +9,7 @@ with the key blanked out and its length bounded.
 import json
 import re
 import sys
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import config
 
@@ -70,8 +70,9 @@ def hide_secrets(text: str) -> str:
     address) replaced by ***, also where JSON escaped them: a file, a command or a server may
     show them. say(), the transcript, --show and the printed answer all pass here."""
     for secret in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS):
-        if secret:
-            text = text.replace(secret, "***").replace(json.dumps(secret)[1:-1], "***")
+        if secret:  # as it is, JSON-escaped, and percent-encoded as in the address it came in
+            for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe="")):
+                text = text.replace(form, "***")
     return text
 
 

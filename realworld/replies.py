@@ -145,11 +145,10 @@ def openai_client(base_url: str, api_key: str, timeout: float):
     import openai
 
     def limit(response) -> None:  # runs when the headers have arrived, before the body is read
-        encoding = response.headers.get("content-encoding", "").strip().lower()
-        if encoding in ("gzip", "x-gzip", "deflate"):  # decoded here, where it is counted
-            response.headers["content-encoding"] = "identity"
-        else:
-            encoding = ""  # identity, or one not asked for: the SDK then reads no JSON in it
+        # Decoded here, where it is counted, never by the HTTP library after the count.
+        codings = response.headers.get("content-encoding", "").lower().replace(" ", "").split(",")
+        encoding = ",".join(c for c in codings if c not in ("", "identity"))
+        response.headers["content-encoding"] = "identity"
         started = response.request.extensions["started"]
         response.stream = bounded_stream(response.stream, started + timeout, response, encoding)
 
@@ -205,13 +204,28 @@ def bounded_stream(stream, deadline: float, response, encoding: str):
 
 
 def decoded(chunks, encoding: str):
-    """gzip or zlib-wrapped deflate bytes decoded, at most 64 KiB at a time, whatever one chunk
-    decodes to."""
-    decoder = zlib.decompressobj(31 if "gzip" in encoding else 15)
+    """gzip or deflate bytes decoded, at most 64 KiB at a time whatever one chunk decodes to, up
+    to the end of the compressed body (what follows it is not read). ValueError, which ask()
+    makes one line, for another coding, two of them, or bytes that do not decode."""
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise ValueError(
+            f"the reply is encoded as {encoding!r}; the agent asked for gzip or deflate"
+        )
+    decoder, first = zlib.decompressobj(31 if "gzip" in encoding else 15), True
     for chunk in chunks:
-        while chunk:
-            yield decoder.decompress(chunk, 65536)
+        while chunk and not decoder.eof:
+            try:
+                piece = decoder.decompress(chunk, 65536)
+            except zlib.error as e:
+                if first and encoding == "deflate":  # raw deflate, without zlib's header
+                    decoder, first = zlib.decompressobj(-15), False
+                    continue
+                raise ValueError(f"the reply's {encoding} does not decode ({e})") from None
+            first = False
+            yield piece
             chunk = decoder.unconsumed_tail
+        if decoder.eof:
+            return
     yield decoder.flush()
 
 
@@ -575,6 +589,8 @@ def explain(error: Exception, base_url: str, model: str) -> str:
             f"the server's reply passed {MAX_REPLY_BYTES // 2**20} MiB, far more than any real "
             "reply: the agent stopped reading it. Is AGENT_BASE_URL the server you meant?"
         )
+    if isinstance(error.__cause__, ValueError):  # the body, read inside the SDK, did not decode
+        return f"the server's reply is not a chat completion ({error.__cause__})."
     if isinstance(error, openai.APITimeoutError):
         return (
             f"the request to {base_url} timed out (AGENT_TIMEOUT). Check that the server is up "

@@ -63,6 +63,34 @@ def test_a_reply_past_the_limit_is_refused_before_memory_grows(loop, server, sma
     assert result.text.count("\n") == 0
 
 
+@pytest.mark.parametrize(
+    ("coding", "body", "said"),
+    [
+        ("gzip, gzip", gzip.compress(gzip.compress(b'{"id": "' + b"x" * 2**23)), "'gzip,gzip'"),
+        ("br", b"\x0b\x02\x80hi\x03", "'br'"),
+        ("gzip", b"not gzip at all", "does not decode"),
+    ],
+    ids=["twice", "not-asked-for", "corrupt"],
+)
+def test_a_coding_the_agent_did_not_ask_for_or_cannot_read_is_one_line(
+    loop, server, coding, body, said
+):
+    # Decoded by the HTTP library after the count, "gzip, gzip" took 468 MB for a 511-byte body.
+    server.add(*[Raw(body, {"content-encoding": coding, "content-type": "application/json"})] * 3)
+    result = loop("go")
+    assert result.status == "api_error" and said in result.text and "\n" not in result.text
+
+
+def test_raw_deflate_is_read_and_bytes_after_a_gzip_body_are_not(loop, server):
+    raw = zlib.compressobj(wbits=-15)
+    body = raw.compress(json.dumps(reply("raw deflate")).encode()) + raw.flush()
+    server.add(Raw(body, {"content-encoding": "deflate", "content-type": "application/json"}))
+    assert loop("go").text == "raw deflate"
+    trailing = gzip.compress(json.dumps(reply("one member")).encode()) + b"\x00garbage" * 100_000
+    server.add(Raw(trailing, {"content-encoding": "gzip", "content-type": "application/json"}))
+    assert loop("go").text == "one member"
+
+
 def test_an_honest_compressed_reply_is_read(loop, server):
     body = gzip.compress(json.dumps(reply("hello from gzip")).encode())
     server.add(Raw(body, {"content-encoding": "gzip", "content-type": "application/json"}))
@@ -85,6 +113,18 @@ SLOW_SHAPES = {
     "mistral-name": lambda: dialects.recover_tool_calls("[TOOL_CALLS]" + "x" * 2**20, {"x"}),
     "inline-code": lambda: dialects.recover_tool_calls("`a` " * 350_000, {"read_file"}),
     "many-small-deltas": lambda: many_deltas(300_000),
+    "olmo-calls-without-end": lambda: dialects.recover_tool_calls(
+        "<function_calls>\n" + "a()x" * 250_000, {"read_file"}
+    ),  # 120 bytes of this took minutes
+    "deepseek-fence-then-spaces": lambda: dialects.recover_tool_calls(
+        "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>read_file\n```json"
+        + " \n" * 2**19
+        + "```x",
+        {"read_file"},
+    ),
+    "harmony-analysis-blocks": lambda: dialects.split_thinking(
+        "<|channel|>analysis<|message|>x<|end|>" * 30_000
+    ),
     "two-long-lists": lambda: replies.merge(
         {"r": [{"index": i} for i in range(40_000)]}, {"r": [{"index": i} for i in range(40_000)]}
     ),

@@ -243,3 +243,27 @@ def test_a_replaced_file_keeps_its_access_list_and_extended_attributes(workspace
         stat.S_IMODE(shared.stat().st_mode),
     ) == before
     assert os.getxattr(shared, "user.origin") == b"person"
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="extended attributes are Linux's here")
+def test_a_folders_default_access_list_gives_a_replaced_file_no_new_reader(workspace):
+    # The temporary file inherits the folder's default list; the file it replaces had none.
+    folder = workspace / "team"
+    folder.mkdir()
+    default = access_list(
+        (ACL_USER_OBJ, 7, NO_ID),
+        (ACL_USER, 7, 65534),
+        (ACL_GROUP_OBJ, 0, NO_ID),
+        (ACL_MASK, 7, NO_ID),
+        (ACL_OTHER, 0, NO_ID),
+    )
+    if not with_attributes(folder, {"system.posix_acl_default": default}):
+        pytest.skip("this file system keeps no access lists")
+    private = folder / "private.txt"
+    private.write_text("old")
+    with contextlib.suppress(OSError):
+        os.removexattr(private, "system.posix_acl_access")
+    private.chmod(0o640)
+    write_file("team/private.txt", "new", workdir=workspace)
+    assert "system.posix_acl_access" not in os.listxattr(private)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o640
