@@ -15,6 +15,7 @@ import stat
 import subprocess
 import sys
 import threading
+import unicodedata
 import uuid
 from pathlib import Path
 
@@ -338,11 +339,27 @@ def shown_line(line: str, width: int) -> str:
     if line.startswith("[...") and line.endswith("...]"):  # left_out()'s own line
         return line
     text = visible(RUN.sub(run_length, line)).replace("\t", "\\t")
-    if len(text) <= width:
+    if columns(text) <= width:
         return text
     keep = max(10, width - 60)
-    head, tail = text[: keep * 2 // 3], text[len(text) - keep // 3 :]
+    head = fitting(text, keep * 2 // 3)
+    tail = fitting(text[::-1], keep // 3)[::-1]
     return head + left_out(text[len(head) : len(text) - len(tail)], "") + tail
+
+
+def columns(text: str) -> int:
+    """The terminal columns text takes: a wide or full-width character (CJK) takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def fitting(text: str, width: int) -> str:
+    """The longest start of text that takes at most width columns."""
+    used = 0
+    for at, character in enumerate(text):
+        used += 2 if unicodedata.east_asian_width(character) in "WF" else 1
+        if used > width:
+            return text[:at]
+    return text
 
 
 def left_out(hidden: str, lines: str) -> str:

@@ -781,15 +781,21 @@ class Printer:
     cannot be known while it streams."""
 
     def __init__(self, known):
-        self.known, self.text, self.shown = known, "", ""
+        self.known, self.pieces, self.size, self.read, self.shown = known, [], 0, 0, ""
         self.live = sys.stdout.isatty()
 
     def add(self, piece) -> None:
         if isinstance(piece, str) and self.live:
-            self.text += piece
-            if "\n" not in piece:  # lines are printed whole: nothing new to show before a line ends
+            self.pieces.append(piece)
+            self.size += len(piece)
+            # Lines are printed whole, and the text is read again only once it has grown by a
+            # quarter since the last time: each reading costs the whole text, so a long reply
+            # is printed in longer runs of lines, and read in linear time.
+            if "\n" not in piece or self.size - self.read < max(200, self.read // 4):
                 return
-            rest = split_thinking(self.text)[1]  # "" while thinking is still open
+            self.read, text = self.size, "".join(self.pieces)
+            self.pieces = [text]
+            rest = split_thinking(text)[1]  # "" while thinking is still open
             opening = first_opening(rest)
             self.show(rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1])
 

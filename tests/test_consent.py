@@ -156,3 +156,12 @@ def test_the_prompt_for_a_command_longer_than_a_screen_fits_on_one(agent, server
     assert rows_at(prompt) <= 24, prompt
     assert "touch PWNED #[2400 times '\\xa0']" in prompt and "echo " in prompt
     assert not (agent.workdir / "PWNED").exists()
+
+
+def test_wide_characters_count_as_two_columns_on_the_screen():
+    # 150 CJK characters take 300 columns: counted as characters, the line took 4 rows, not 2.
+    command = "\n".join(
+        [*(f"echo {i}" for i in range(30)), "echo " + "".join(chr(0x4E00 + i) for i in range(150))]
+    )
+    shown = tools.shown_command(command, columns=80, rows=24)
+    assert sum(-(-tools.columns(line) // 80) for line in shown.split("\n")) <= 18
