@@ -84,21 +84,18 @@ API_KEY = setting("AGENT_API_KEY") or setting("DEEPSEEK_API_KEY")
 HIDDEN_KEY = API_KEY if len(API_KEY) >= 16 else ""
 
 
-def url_password(url: str) -> str:
-    """The password in a server address (http://user:PASSWORD@host/v1, which the SDK sends as
-    basic auth), or ""."""
-    try:
-        return unquote(urlsplit(url).password or "")
-    except ValueError:  # a port that is not a number, and the like: the address is refused later
-        return ""
-
-
 def raw_password(url: str) -> str:
     """The password as the address writes it, percent-encoded ("" if none)."""
     try:
         return urlsplit(url).password or ""
-    except ValueError:
+    except ValueError:  # a port that is not a number, and the like: the address is refused later
         return ""
+
+
+def url_password(url: str) -> str:
+    """The password in a server address (http://user:PASSWORD@host/v1, which the SDK sends as
+    basic auth), decoded, or ""."""
+    return unquote(raw_password(url))
 
 
 # Other credentials to hide wherever the key is: a password in the server's address (one of six

@@ -69,11 +69,15 @@ def hide_secrets(text: str) -> str:
     """text with the key and every other credential the person gave (a password in the server's
     address) replaced by ***, also where JSON escaped them: a file, a command or a server may
     show them. say(), the transcript, --show and the printed answer all pass here."""
-    for secret in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS):
-        if secret:  # as it is, JSON-escaped, and percent-encoded as in the address it came in
-            for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe="")):
-                text = text.replace(form, "***")
+    for secret in credentials():  # as it is, JSON-escaped, and percent-encoded
+        for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe="")):
+            text = text.replace(form, "***")
     return text
+
+
+def credentials() -> list[str]:
+    """What the person gave that no one may see: the key, and passwords in the server's address."""
+    return [secret for secret in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS) if secret]
 
 
 def shown_url(url: str) -> str:

@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import config
-from realworld.guards import joined
+from realworld.guards import credentials, joined
 
 KILL_GRACE = 5  # seconds to collect the output of a killed command
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
@@ -53,7 +52,7 @@ def shell_env() -> dict[str, str]:
     """The environment minus the API key (no variable named for a key, and none whose value
     holds it or a password the person gave), plus a git setting that ignores a bare repository
     git was not pointed to (safe.bareRepository, git 2.38 and later)."""
-    secrets = [s for s in (config.HIDDEN_KEY, *config.HIDDEN_PASSWORDS) if s]
+    secrets = credentials()
     env = {
         k: v
         for k, v in os.environ.items()

@@ -81,13 +81,14 @@ class Client:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
         message, repairs = reply_message(raw.choices[0].message, messages)
-        self.tokens.append(count_tokens(usage_of(raw)))
+        usage = usage_of(raw)
+        self.tokens.append(count_tokens(usage))
         if self.prompt_was_cut(len(messages), self.tokens[-1]["prompt"]):
             say(f"agent: warning: {PROMPT_CUT}")
         return completion(
             message,
             raw.choices[0].finish_reason,
-            usage_of(raw),
+            usage,
             model,
             repairs=repairs,
             latency_ms=latency_ms,

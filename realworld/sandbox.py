@@ -44,7 +44,7 @@ def start(
             "for .git and .env files it must keep read-only; use a smaller --workdir"
         )
     if sys.platform == "darwin":
-        argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), secrets(root))]
+        argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
         return subprocess.Popen([*argv, "/bin/sh", "-c", command], **options), before
     read_end, write_end = os.pipe()  # bubblewrap reads the seccomp filter from a descriptor
     try:
@@ -63,7 +63,7 @@ def start(
 def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:
     """bubblewrap's options that run command in the sandbox, in the workspace."""
     hidden = []
-    for path in secrets(root):
+    for path in hidden_files(root):
         hidden += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     # The private /tmp would hide a virtual environment or a PATH folder that lives there:
     # they stay, read-only.
@@ -86,7 +86,7 @@ def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: in
     ]
 
 
-def secrets(root: Path) -> list[Path]:
+def hidden_files(root: Path) -> list[Path]:
     """The agent's own .env and transcripts: hidden from every command, unless they are the
     workspace itself."""
     return [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != path]
