@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import forkserver
 import pytest
 from scripted_server import ScriptedServer, call, reply
 
@@ -77,8 +78,16 @@ class Agent:
         self.server, self.tmp_path, self.workdir = server, tmp_path, tmp_path / "work"
         self.runs = 0
 
-    def start(self, *args: str, env: dict | None = None, key: str = KEY, stdin=subprocess.PIPE):
-        """Start the agent; return the process and its transcript path."""
+    def start(
+        self,
+        *args: str,
+        env: dict | None = None,
+        key: str = KEY,
+        stdin=subprocess.PIPE,
+        fresh: bool = False,
+    ):
+        """Start the agent; return the process and its transcript path. fresh: started by a new
+        interpreter, not forked from one that has imported the SDK (forkserver.py)."""
         self.runs += 1
         transcript = self.tmp_path / f"transcript-{self.runs}.jsonl"
         command = [
@@ -90,10 +99,11 @@ class Agent:
             str(self.workdir),
         ]
         command += ["--transcript", str(transcript), *args]
+        env = env or clean_env(AGENT_API_KEY=key)
         process = subprocess.Popen(
-            command,
+            command if fresh else forkserver.command(command, env),
             cwd=self.tmp_path,
-            env=env or clean_env(AGENT_API_KEY=key),
+            env=env,
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -209,10 +219,11 @@ def read_fifo(fd: int, until_eof: bool) -> bytes:
 def run_offline(tmp_path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """agent.py with no key and no server: only a replay can work."""
     command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
+    env = clean_env(AGENT_BASE_URL="https://api.deepseek.com")
     return subprocess.run(
-        command,
+        forkserver.command(command, env),
         cwd=tmp_path,
-        env=clean_env(AGENT_BASE_URL="https://api.deepseek.com"),
+        env=env,
         input=stdin,
         capture_output=True,
         text=True,
@@ -248,8 +259,9 @@ def pdb_replay(
     tmp_path: Path, lesson: Path, commands: str, *flags: str
 ) -> subprocess.CompletedProcess:
     """agent.py under pdb, replaying a lesson, with commands typed at the (Pdb) prompt."""
+    command = [sys.executable, "-m", "pdb", str(AGENT), "--replay", str(lesson), *flags]
     return subprocess.run(
-        [sys.executable, "-m", "pdb", str(AGENT), "--replay", str(lesson), *flags],
+        forkserver.command(command, clean_env()),
         cwd=tmp_path,
         env=clean_env(),
         input=commands,

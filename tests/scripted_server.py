@@ -279,7 +279,7 @@ class ScriptedServer:
                 for event in events:
                     self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                     self.wfile.flush()
-                if events and events[-1]["usage"]:  # a complete stream ends with [DONE]
+                if events and events[-1].get("usage"):  # a complete stream ends with [DONE]
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import forkserver
 import pytest
 from conftest import AGENT, LESSON, ROOT, clean_env, events_of, posix_only, run_offline
 
@@ -52,7 +53,7 @@ def replay(tmp_path, lesson, terminal: str | None = None):
         held, stdin = pty.openpty()
         os.write(held, terminal.encode())
     done = subprocess.run(
-        command,
+        forkserver.command(command, clean_env()),
         cwd=tmp_path,
         env=clean_env(),
         stdin=stdin,

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 
+import forkserver
 import pytest
 from conftest import AGENT, KEY, ROOT, clean_env, events_of, msg_line, pdb_replay, posix_only
 from scripted_server import Error, reply
@@ -26,7 +27,7 @@ def offline(tmp_path, *args: str, stdin: str = "", **start) -> subprocess.Comple
     command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
     env = clean_env(AGENT_BASE_URL="https://api.deepseek.com")
     return subprocess.run(
-        command,
+        forkserver.command(command, env),
         cwd=tmp_path,
         env=env,
         input=stdin,
@@ -159,7 +160,7 @@ def test_a_closed_stdout_is_a_quiet_exit(agent, server):
 
 @posix_only
 def test_ctrl_c_in_the_first_instant_is_no_traceback(agent):
-    process, _ = agent.start("go", stdin=subprocess.DEVNULL)
+    process, _ = agent.start("go", stdin=subprocess.DEVNULL, fresh=True)
     process.send_signal(signal.SIGINT)  # while the modules still load, or just after
     _, stderr = process.communicate(timeout=60)
     assert process.returncode in (-signal.SIGINT, 130) and "Traceback" not in stderr

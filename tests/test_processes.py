@@ -176,7 +176,7 @@ def test_sigterm_and_sighup_end_the_command_answer_the_calls_and_exit_128_plus_n
 def test_a_command_that_writes_without_end_does_not_grow_memory(agent, server):
     shell_then_answer(server, "yes")
     env = clean_env(AGENT_API_KEY=KEY, AGENT_SHELL_TIMEOUT="1")
-    process, _ = agent.start("go", "--yes", env=env, stdin=subprocess.DEVNULL)
+    process, _ = agent.start("go", "--yes", env=env, stdin=subprocess.DEVNULL, fresh=True)
     _, status, usage = os.wait4(process.pid, 0)  # the agent's own peak memory, not yes's
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 0

@@ -133,7 +133,8 @@ def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(
         ),
         reply("done"),
     )
-    result = agent("go", "--yes", env=env)
+    # fresh: /proc/PID/environ is the environment the process was started with, not os.environ
+    result = agent("go", "--yes", env=env, fresh=True)
     sent = json.dumps(server.messages(1))
     assert result.returncode == 0
     assert KEY not in sent and KEY not in result.transcript.read_text() and KEY not in result.stderr
