@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF003 -- markup and words in other scripts: fullwidth colons, DeepSeek bars
 """How model families write tool calls and thinking as text, and how the agent reads them back.
 
 When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
@@ -12,6 +13,7 @@ import itertools
 import json
 import re
 import sys
+import unicodedata
 
 from realworld.guards import clean_text, shorten, visible
 
@@ -190,104 +192,41 @@ def reasoning_of(message) -> str:
 
 
 # --- Tool calls written as text ------------------------------------------------------------------
-# Each family is one row: its name, where its shape comes from, the markup that opens it, and a
-# function that reads one block of it at a position of the text: (calls, where the block ends),
-# or None if it is not there. A call is {"function": {"name", "arguments"}} as a server sends one;
-# a call that cannot be read is None. A row with no opening markup (bare JSON, a Python list) counts
-# only when it is the whole of the text.
+# A call is recognised by what it says, not by the markup around it: a PAYLOAD that names one of
+# the agent's tools and gives arguments that fit that tool's parameters, in one of the shapes
+# models write (a JSON object or list with the name and the arguments; NAME then a JSON object;
+# XML-like parameters; a Python call). The markup around payloads (special tokens, bare tags,
+# bracket tokens, separators) is read past and never printed, and the text around them stays the
+# content. A payload is a mention, never run, where its place says it is quoted (MENTIONS, in
+# mention()). FAMILIES records which model writes what; no row reads anything itself, so a family
+# that wraps a known payload in new markup needs no new code.
 
 B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as models also write it
 
+# Markup around and between payloads: special tokens (<|...|>, DeepSeek's <｜...｜>), tags
+# without attributes (<tool_call>, </invoke>, <minimax:tool_call>, <｜DSML｜function_calls>),
+# Mistral's bracket tokens, list brackets and separators, and the words that special tokens
+# leave behind when a server strips them (harmony's, DeepSeek V3's "function").
+TOKEN = (
+    rf"<{B}[^<>\n]{{0,64}}?{B}>"
+    rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?[A-Za-z_][\w:.-]{{0,64}}>"
+    r"|\[/?[A-Z][A-Z_]{2,30}\]"
+    r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
+    r"|\s?to="
+)
+MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+")
+MARKUP_AT_END = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
+TOKENS_AT_END = re.compile(rf"(?:{TOKEN}|\s)+\Z")
 
-def deepseek_token(*words: str) -> str:
-    """A regex for one of DeepSeek's tokens: its words joined by U+2581, or by what models
-    write for it."""
-    return f"<{B}" + "(?:\u2581|_|\\\\_| )".join(words) + f"{B}>"
-
-
-DS_BEGIN, DS_SEP, DS_END = (
-    deepseek_token("tool", "call", "begin"),
-    deepseek_token("tool", "sep"),
-    deepseek_token("tool", "call", "end"),
+# Between a tool's name and its JSON arguments: DeepSeek's separator and ```json fence, Kimi's
+# :0 and argument token, Mistral's [CALL_ID]id[ARGS], harmony's <|constrain|>json<|message|>.
+GLUE = re.compile(
+    rf"(?:\s|:\d+|[\"'`>=]|{TOKEN}|\[CALL_ID\]\w{{0,64}}|json|commentary|```(?:json)?){{0,40}}?"
+    r"(?=\{|\"\{)"
 )
-DS_CALLS = "|".join(
-    deepseek_token(*w)
-    for w in (("tool", "calls", "begin"), ("tool", "calls"), ("tool", "calls", "end"))
-)
-# Bodies are read up to their closing tag or, where a model may leave it out, to the next opening
-# tag or the end: "(?:(?!<opening).)*?" stops at the next opening, so that text with thousands of
-# unclosed ones reads in one pass.
-DSML = re.compile(
-    rf"<{B}DSML{B}(function_calls|tool_calls)>(?P<body>.*?)(?:</{B}DSML{B}(?:function_calls|tool_calls)>|$)",
-    re.S,
-)
-DSML_INVOKE = re.compile(
-    rf'<{B}DSML{B}invoke\s+name="(?P<name>[^"]{{0,256}})"\s*>'
-    rf"(?P<body>(?:(?!<{B}DSML{B}invoke).)*?)</{B}DSML{B}invoke>",
-    re.S,
-)
-DSML_PARAMETER = re.compile(
-    rf'<{B}DSML{B}parameter\s+name="(?P<name>[^"]{{0,256}})"(?P<attrs>[^>]{{0,1000}})>'
-    rf"(?P<value>(?:(?!<{B}DSML{B}parameter).)*?)"
-    rf"</{B}DSML{B}parameter>",
-    re.S,
-)
-MINIMAX = re.compile(r"<minimax:tool_call>(?P<body>.*?)(?:</minimax:tool_call>|$)", re.S)
-MINIMAX_INVOKE = re.compile(
-    r"""<invoke\s+name=["']?(?P<name>[^"'>]{0,256})["']?\s*>(?P<body>(?:(?!<invoke).)*?)</invoke>""",
-    re.S,
-)
-MINIMAX_PARAMETER = re.compile(
-    r"""<parameter\s+name=["']?(?P<name>[^"'>]{0,256})["']?\s*>(?P<value>(?:(?!<parameter).)*?)</parameter>""",
-    re.S,
-)
-TOOL_CALL = re.compile(r"<tool_call>\s*")
-TOOL_CALL_END = re.compile(r"\s*(?:</tool_call>|$)")
-XML_FUNCTION = re.compile(
-    r"<function=(?P<name>[^>\n]{1,256})>(?P<body>(?:(?!<function=).)*?)(?:</function>|$)", re.S
-)
-# A parameter ends at its closing tag, or where the next begins or the function ends (vLLM
-# qwen3coder_tool_parser.py).
-XML_PARAMETER = re.compile(
-    r"<parameter=(?P<name>[^>\n]{1,256})>\n?(?P<value>(?:(?!<parameter=).)*?)\n?(?:</parameter>|(?=<parameter=)|$)",
-    re.S,
-)
-GLM = re.compile(
-    r"<tool_call>\s*(?P<name>[^\s<>{}\[\]\\]{1,256})(?:\\n)*\s*(?P<body>(?:(?!<tool_call>).)*?)(?:</tool_call>|$)",
-    re.S,
-)
-GLM_ARGUMENT = re.compile(
-    r"<arg_key>(?P<name>(?:(?!<arg_key>).)*?)</arg_key>(?:\\n|\s)*<arg_value>(?P<value>(?:(?!<arg_key>).)*?)</arg_value>",
-    re.S,
-)
-KIMI = re.compile(
-    r"<\|tool_call_begin\|>\s*(?P<name>[^<]{1,256}?)\s*<\|tool_call_argument_begin\|>\s*"
-)
-KIMI_ARGUMENTS = re.compile(
-    r"(?P<arguments>(?:(?!<\|tool_call_begin\|>).)*?)\s*(?:<\|tool_call_end\|>|$)", re.S
-)
-# The head only, up to the opening fence: the closing one is found with str.find, since a
-# pattern for the arguments between whitespace and a fence backtracked for minutes.
-DEEPSEEK_V3 = re.compile(
-    rf"(?:{DS_BEGIN})?function(?:{DS_SEP}(?P<name>[^\n]{{1,256}})|<(?P<bare>[^>\n]{{1,256}})>)"
-    r"\s*```(?:json)?"
-)
-DEEPSEEK_V3_END = re.compile(rf"\s*(?:{DS_END}|$)")
-DEEPSEEK_V31 = re.compile(rf"{DS_BEGIN}(?P<name>[^<]{{0,256}}?){DS_SEP}\s*")
-HARMONY = re.compile(
-    r"(?:<\|start\|>assistant)?(?: to=functions\.(?P<role_to>[^<\s]{1,256}))?\s*"
-    r"<\|channel\|>(?:analysis|commentary)"
-    r"(?: to=functions\.(?P<to>[^<\s]{1,256}))?(?: ?(?:<\|constrain\|>)?\w+)?\s*<\|message\|>"
-)
-HARMONY_GLUED_CALL = re.compile(
-    r"(?:assistant)?commentary to=functions\.(?P<name>[^\s<{]{1,256})\s*"
-    r"(?:<\|constrain\|>)?(?:json)?\s*"
-)
-MISTRAL_NAME = re.compile(
-    r'\s*(?P<name>[^\[\]{}\s]{1,256})\s*(?:\[CALL_ID\]\s*(?P<id>\w+)\s*)?(?:\[ARGS\])?\s*(?=[{"])'
-)
-BARE_NAME = re.compile(r"(?P<name>[A-Za-z_][\w.-]{0,255})\s*(?=\{)")
-PYTHONIC_LINE = re.compile(r"[A-Za-z_]\w*\(.*\)")  # one call a line (OLMo 3); no re.S: one line
+NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
+ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params", "kwargs")
+OTHER_KEYS = {"type", "id", "index", "call_id"}
 
 
 def json_at(text: str, at: int):
@@ -298,246 +237,141 @@ def json_at(text: str, at: int):
         return None
 
 
-def text_call(name, arguments) -> dict | None:
-    """A recovered call shaped as a server sends one (it has no id: replies.tool_call() gives it
-    one); None if its arguments are not an object, also when they come as a string (once or twice
-    encoded) that holds none."""
-    if isinstance(arguments, str):
-        arguments = json.loads(clean_arguments(arguments)[0]) if arguments.strip() else {}
-    if not isinstance(name, str) or not isinstance(arguments, dict):
+def arguments_of(value) -> dict | None:
+    """Arguments as a dict: an object, or a string holding one (encoded once or twice)."""
+    if isinstance(value, str):
+        value = json.loads(clean_arguments(value)[0]) if value.strip() else {}
+    return value if isinstance(value, dict) else None
+
+
+def named(value) -> tuple[str, dict] | None:
+    """(name, arguments) of a JSON call object: {"name", "arguments"} under the names models use
+    for both (Hermes, Llama, Mistral, xLAM, Granite...), or OpenAI's {"type", "function": {...}}."""
+    if not isinstance(value, dict):
         return None
-    try:
-        arguments = json.dumps(arguments, ensure_ascii=False)
-    # a Python value JSON cannot hold ({1, 2}, b"x", 1j)
-    except (TypeError, ValueError, RecursionError):
+    if isinstance(value.get("function"), dict) and set(value) <= {"function", *OTHER_KEYS}:
+        return named(value["function"])
+    names = [k for k in NAME_KEYS if isinstance(value.get(k), str)]
+    found = [k for k in ARGUMENT_KEYS if k in value]
+    if len(names) != 1 or len(found) != 1 or set(value) - {*names, *found, *OTHER_KEYS}:
         return None
-    return {"type": "function", "function": {"name": name.strip(), "arguments": arguments}}
+    arguments = arguments_of(value[found[0]])
+    return (value[names[0]], arguments) if arguments is not None else None
 
 
-def named_object(value) -> dict | None:
-    """One call from a JSON object {"name", "arguments" or "parameters"} (Hermes, Llama,
-    Mistral, xLAM). Without either, or with a JSON schema in it ("show me the tool's schema"),
-    it is no call."""
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return None
-    arguments = value.get("arguments", value.get("parameters"))
-    if arguments is None or (
-        isinstance(arguments, dict) and {"type", "properties"} <= set(arguments)
-    ):
-        return None
-    return text_call(value["name"], arguments)
+def object_around(text: str, name: re.Match, _wanted=None):
+    """A JSON call object that holds the name as its name, the outermost of up to three that
+    start shortly before it (OpenAI's {"type", "function": {...}} holds one): (arguments, start,
+    end)."""
+    start, best = name.start(), None
+    for _ in range(3):
+        start = text.rfind("{", max(0, name.start() - 300), start)
+        found = json_at(text, start) if start >= 0 else None
+        call = named(found[0]) if found and found[1] > name.end() else None
+        if call and tool_name(call[0], [name.group("name")]) == name.group("name"):
+            best = call[1], start, found[1]
+        if start < 0:
+            break
+    return best
 
 
-def only(body: str, inner: re.Pattern) -> list[re.Match] | None:
-    """The inner elements of a block's body, or None if anything but whitespace stands between
-    or after them: an unclosed block followed by prose ("... and then it closes the tag") is
-    quoted, not a call."""
-    found = list(inner.finditer(body))
-    gaps = [body[a.end() : b.start()] for a, b in itertools.pairwise(found)]
-    edges = [body[: found[0].start()], body[found[-1].end() :]] if found else [body]
-    return found if not "".join(gaps + edges).strip() else None
-
-
-def invokes(body: str, invoke: re.Pattern, parameter: re.Pattern) -> list:
-    """The calls of a DSML or MiniMax block: one per invoke, a string per parameter
-    (DSML marks others)."""
-    calls = []
-    for each in only(body, invoke) or [None]:
-        parameters = only(each.group("body"), parameter) if each else None
-        if parameters is None:
-            return [None]
-        args = {}
-        for p in parameters:
-            value = p.group("value")
-            # DeepSeek marks a value that is not text
-            if 'string="false"' in p.groupdict().get("attrs", ""):
-                value = (json_at(value.strip(), 0) or [None])[0]
-            args[p.group("name").strip()] = value
-        calls.append(text_call(each.group("name"), args) if None not in args.values() else None)
-    return calls
-
-
-def read_dsml(text: str, at: int):
-    block = DSML.match(text, at) or MINIMAX.match(text, at)
-    if not block:
-        return None
-    pair = (
-        (DSML_INVOKE, DSML_PARAMETER) if block.re is DSML else (MINIMAX_INVOKE, MINIMAX_PARAMETER)
-    )
-    return invokes(block.group("body"), *pair), block.end()
-
-
-def read_tool_call(text: str, at: int):
-    """<tool_call>: Hermes' JSON object, Granite 3.1's JSON list, Qwen3-coder's XML or GLM's
-    arg_key pairs."""
-    opening = TOOL_CALL.match(text, at)
-    if not opening:
-        return None
-    if text.startswith("<function=", opening.end()):
-        found = read_function(text, opening.end())
-        close = found and TOOL_CALL_END.match(text, found[1])
-        return close and (found[0], close.end())
-    # read as JSON: a </tool_call> in a value is the value's
-    if text.startswith(("{", "["), opening.end()):
-        found = json_at(text, opening.end())
-        # then the closing tag, or the end of the text
-        close = found and TOOL_CALL_END.match(text, found[1])
-        if not close:
-            return None
-        values = found[0] if isinstance(found[0], list) else [found[0]]
-        return [named_object(v) for v in values] or [None], close.end()
-    glm = GLM.match(text, at)
-    arguments = only(glm.group("body"), GLM_ARGUMENT) if glm else None
+def object_after(text: str, name: re.Match, _wanted=None):
+    """NAME, markup, then its arguments as a JSON object: (arguments, start, end)."""
+    glue = GLUE.match(text, name.end())
+    found = json_at(text, glue.end()) if glue else None
+    arguments = arguments_of(found[0]) if found else None
     if arguments is None:
         return None
-    args = {a.group("name").strip(): a.group("value").strip() for a in arguments}
-    return [text_call(glm.group("name"), args)], glm.end()
+    end = found[1]
+    if "```" in glue.group():  # DeepSeek V3 closes the fence it opened
+        close = re.compile(r"\s*```").match(text, end)
+        end = close.end() if close else end
+    return arguments, head(text, name), end
 
 
-def read_function(text: str, at: int):
-    """Qwen3-coder's <function=NAME><parameter=P>V</parameter></function>, or Llama 3.1's
-    <function=NAME>{json}."""
-    block = XML_FUNCTION.match(text, at)
-    if not block:
-        return None
-    body = block.group("body").strip()
-    if body.startswith("{"):
-        return [text_call(block.group("name"), body)], block.end()
-    parameters = only(body, XML_PARAMETER)
-    if parameters is None:
-        return None
-    return [
-        text_call(
-            block.group("name"), {p.group("name").strip(): p.group("value") for p in parameters}
+def head(text: str, name: re.Match) -> int:
+    """Where the opening tag a name stands in begins (<function=, <invoke name=", <read_file), or
+    the name itself."""
+    opening = text.rfind("<", max(0, name.start() - 40), name.start() + 1)
+    between = text[opening : name.start()] if opening >= 0 else ""
+    return opening if HEAD.fullmatch(between) else name.start()
+
+
+HEAD = re.compile(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
+
+
+# One parameter in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which may leave the
+# closing tag out), <parameter name="K">V</parameter> (MiniMax, DeepSeek's DSML), GLM's
+# <arg_key>K</arg_key><arg_value>V</arg_value>, and <K>V</K> (tags named after the parameters).
+PARAMETER = re.compile(
+    r"\s*(?:<parameter=(?P<key>[^<>\n]{1,256})>\n?(?P<value>(?:(?!<parameter=|</function>).)*?)\n?"
+    r"(?:</parameter>|(?=<parameter=|</function>)|$)"
+    rf"|<(?P<tag>(?:{B}DSML{B}|\w{{1,20}}:)?(?:parameter|param|argument|arg))\s+name=[\"']?"
+    r"(?P<named>[^\"'<>\n]{1,256}?)[\"']?(?P<attrs>\s[^<>]{0,200})?>"
+    r"(?P<named_value>(?:(?!<(?P=tag)[\s>]).)*?)</(?P=tag)>"
+    r"|(?:\\n)*<arg_key>(?P<glm_key>[^<]{1,256})</arg_key>(?:\s|\\n)*"
+    r"<arg_value>(?P<glm_value>(?:(?!<arg_key>).)*?)</arg_value>"
+    r"|<(?P<own>[A-Za-z_][\w-]{0,63})>(?P<own_value>(?:(?!<(?P=own)>).)*?)</(?P=own)>)",
+    re.S,
+)
+TAG_REST = re.compile(r"[\"']?\s*>?(?:\\n)?")
+
+
+def parameters_after(text: str, name: re.Match, wanted: list[str]):
+    """NAME at the head of an XML-like call, then its parameters: (arguments, start, end)."""
+    at, arguments = TAG_REST.match(text, name.end()).end(), {}
+    while len(arguments) < len(wanted) and (p := PARAMETER.match(text, at)):
+        key = p.group("key") or p.group("named") or p.group("glm_key") or p.group("own")
+        value = next(
+            (v for v in p.group("value", "named_value", "glm_value", "own_value") if v is not None),
+            None,
         )
-    ], block.end()
+        if not key or key.strip() not in wanted or value is None:
+            break
+        if 'string="false"' in (p.group("attrs") or ""):  # DSML marks a value that is not text
+            value = (json_at(value.strip(), 0) or [value])[0]
+        arguments[key.strip()] = value
+        at = p.end()
+    return (arguments, head(text, name), at) if arguments else None
 
 
-def read_kimi(text: str, at: int):
-    """One Kimi K2 call: functions.NAME:INDEX, then its arguments, read as JSON where
-    they are JSON."""
-    call = KIMI.match(text, at)
-    if not call:
-        return None
-    name = call.group("name").removeprefix("functions.").rsplit(":", 1)[0]  # functions.read_file:0
-    found = json_at(text, call.end())
-    if found:
-        end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
-        return [text_call(name, found[0])], end + len("<|tool_call_end|>") * text.startswith(
-            "<|tool_call_end|>", end
-        )
-    arguments = KIMI_ARGUMENTS.match(text, call.end())
-    return ([text_call(name, arguments.group("arguments"))], arguments.end()) if arguments else None
-
-
-def read_deepseek(text: str, at: int):
-    call = DEEPSEEK_V3.match(text, at)
-    close = text.find("```", call.end()) if call else -1
-    while close >= 0:  # the first closing fence that an end token or the end of the text follows
-        end = DEEPSEEK_V3_END.match(text, close + 3)
-        if end:
-            arguments = text[call.end() : close].strip()
-            return [text_call(call.group("name") or call.group("bare"), arguments)], end.end()
-        close = text.find("```", close + 3)
-    call = DEEPSEEK_V31.match(text, at)
-    found = json_at(text, call.end()) if call else None
-    if not found:
-        return None
-    end = re.compile(rf"\s*(?:{DS_END})?").match(text, found[1]).end()
-    return [text_call(call.group("name"), found[0])], end
-
-
-def read_mistral(text: str, at: int):
-    """[TOOL_CALLS] then a JSON list of calls (before tokenizer v11) or NAME[CALL_ID]ID[ARGS]{json}
-    (v11, v13)."""
-    if not text.startswith("[TOOL_CALLS]", at):
-        return None
-    at += len("[TOOL_CALLS]")
-    at += len(text[at:]) - len(text[at:].lstrip())
-    if text.startswith("[", at):
-        found = json_at(text, at)
-        return (
-            ([named_object(v) for v in found[0]] or [None], found[1])
-            if found and isinstance(found[0], list)
-            else None
-        )
-    named = MISTRAL_NAME.match(text, at)
-    found = json_at(text, named.end()) if named else None
-    return ([text_call(named.group("name"), found[0])], found[1]) if found else None
-
-
-def read_harmony(text: str, at: int):
-    """A gpt-oss message addressed to a tool: its recipient in the header, its arguments
-    after <|message|>."""
-    header = HARMONY.match(text, at) or HARMONY_GLUED_CALL.match(text, at)
-    name = header and (
-        header.groupdict().get("name")
-        or header.groupdict().get("to")
-        or header.groupdict().get("role_to")
-    )
-    found = json_at(text, header.end()) if name else None
-    if not found:
-        return None
-    end = found[1] + len(text[found[1] :]) - len(text[found[1] :].lstrip())
-    for stop in ("<|call|>", "<|end|>"):
-        end += len(stop) if text.startswith(stop, end) else 0
-    return [text_call(name, found[0])], end
-
-
-def read_json(text: str, at: int):
-    """Bare JSON: {"name", "parameters"} (Llama 3.x), a list of {"name", "arguments"} (Mistral
-    with its tokens stripped, xLAM, Phi-4-mini, Granite 3.0), or NAME{json} (Mistral v11 with
-    [TOOL_CALLS] and [ARGS] stripped)."""
-    named = BARE_NAME.match(text, at)
-    found = json_at(text, named.end() if named else at)
-    if not found:
-        return None
-    if named:
-        return [text_call(named.group("name"), found[0])], found[1]
-    values = found[0] if isinstance(found[0], list) else [found[0]]
-    return [named_object(v) for v in values] or [None], found[1]
-
-
-def after_function_calls(text: str, at: int) -> bool:
-    """Whether <function_calls> and only whitespace stand before text[at]."""
-    opening = text.rfind("<function_calls>", max(0, at - 1000), at)  # a bounded look back
-    return opening >= 0 and not text[opening + len("<function_calls>") : at].strip()
-
-
-def read_pythonic(text: str, at: int):
-    """[read_file(path="a.txt"), run_shell(command='ls')]: Llama 3.2 and 4, LFM2; or one call
-    a line inside <function_calls> (OLMo 3). Keyword arguments with literal values only: true,
-    false and null as JSON's."""
+def python_call(text: str, name: re.Match, wanted: list[str]):
+    """NAME(k="v", ...) with literal values, true, false and null as JSON's (Llama 3.2 and 4,
+    OLMo 3, LFM2): (arguments, start, end)."""
     import ast
 
-    if text.startswith("[", at):
-        end = text.rfind("]") + 1
-        source = text[at:end]
-    elif after_function_calls(text, at):
-        close = text.find("</function_calls>", at)
-        end = len(text) if close < 0 else close
-        lines = [line.strip() for line in text[at:end].split("\n") if line.strip()]
-        if not lines or not all(PYTHONIC_LINE.fullmatch(line) for line in lines):
-            return None
-        source = "[" + ",".join(lines) + "]"
-    else:
+    if not text.startswith("(", name.end()):
         return None
+    end = closing_paren(text, name.end())
     try:
-        tree = ast.parse(source.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        call = ast.parse(text[name.start() : end], mode="eval").body if end else None
+        if not isinstance(call, ast.Call) or len(call.args) > len(wanted):
+            return None
+        arguments = dict(zip(wanted, map(literal, call.args), strict=False))
+        arguments |= {k.arg: literal(k.value) for k in call.keywords if k.arg}
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
-    if not isinstance(tree, ast.List) or not all(
-        isinstance(c, ast.Call) and isinstance(c.func, ast.Name) for c in tree.elts
-    ):
-        return None
-    calls = []
-    for call in tree.elts:
-        try:
-            args = {k.arg: literal(k.value) for k in call.keywords if k.arg}
-        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-            return [None], end
-        calls.append(text_call(call.func.id, args) if not call.args else None)
-    return calls or [None], end
+    return arguments, name.start(), end
+
+
+def closing_paren(text: str, at: int, limit: int = 1_000_000) -> int | None:
+    """Where the bracket opened at text[at] closes, quotes respected; None if it does not."""
+    depth, quote, i = 0, "", at
+    while i < min(len(text), at + limit):
+        c = text[i]
+        if quote:
+            i += c == "\\"
+            quote = "" if c == quote else quote
+        elif c in "\"'":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
 
 
 def literal(node):
@@ -550,142 +384,191 @@ def literal(node):
     return ast.literal_eval(node)
 
 
-# (family, where its shape comes from, the markup that opens it, its reader). A reader also reads a
-# bare block (no opening markup) at the start of the text or after an ANNOUNCING token.
-FAMILIES = [
-    (
-        "DeepSeek V3.2 DSML",
-        "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
-        rf"<{B}DSML{B}(?:function_calls|tool_calls)>",
-        read_dsml,
-    ),
-    (
-        "MiniMax-M2",
-        "vLLM tool_parsers/minimax_m2_tool_parser.py",
-        r"<minimax:tool_call>",
-        read_dsml,
-    ),
-    (
-        "Hermes, Qwen2.5, Qwen3 (JSON); Qwen3-Coder (XML); GLM-4.5, 4.6, 4.7 (arg_key); "
-        "Granite 3.1 (list)",
-        "vLLM tool_parsers/hermes_tool_parser.py, qwen3coder_tool_parser.py, "
-        "glm4_moe_tool_parser.py, glm47_moe_tool_parser.py, granite_tool_parser.py",
-        r"<tool_call>",
-        read_tool_call,
-    ),
-    (
-        "Qwen3-Coder without its wrapper; Llama 3.1's <function=NAME>{json}",
-        "vLLM tool_parsers/qwen3coder_tool_parser.py; Meta's Llama 3.1 prompt format",
-        r"<function=[^>\n]{1,256}>",
-        read_function,
-    ),
-    (
-        "Kimi K2",
-        "vLLM tool_parsers/kimi_k2_tool_parser.py; MoonshotAI/Kimi-K2 docs/tool_call_guidance.md",
-        r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>",
-        read_kimi,
-    ),
-    (
-        "DeepSeek V3, R1 and V3.1",
-        "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
-        "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
-        rf"{DS_CALLS}|{DS_BEGIN}",
-        read_deepseek,
-    ),
-    (
-        "Mistral, Mixtral, Nemo, Small, Magistral, Devstral",
-        "vLLM tool_parsers/mistral_tool_parser.py; mistral-common tokens/tokenizers/instruct.py",
-        r"\[TOOL_CALLS\]",
-        read_mistral,
-    ),
-    (
-        "gpt-oss (harmony)",
-        "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
-        r"<\|start\|>assistant to=|<\|start\|>assistant<\|channel\|>|"
-        r"<\|channel\|>(?:commentary|analysis) to=",
-        read_harmony,
-    ),
-    (
-        "Llama 3.x JSON; Granite 3.0; Mistral, xLAM and Phi-4-mini with their tokens stripped",
-        "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, mistral_tool_parser.py, "
-        "xlam_tool_parser.py, phi4mini_tool_parser.py",
-        r"<\|python_tag\|>|functools(?=\[)|<\|tool_call\|>",
-        read_json,
-    ),
-    (
-        "Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
-        "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py",
-        r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>",
-        read_pythonic,
-    ),
-]
-OPENINGS = [(family, re.compile(opening), reader) for family, _source, opening, reader in FAMILIES]
-OPENING = re.compile("|".join(f"(?:{opening})" for _f, _s, opening, _r in FAMILIES))
-# Tokens that wrap or end calls, read past between and after them (Kimi's and DeepSeek's section
-# ends, the end-of-turn tokens a server that did not stop on them leaves in, Llama's separators
-# between JSON calls).
-ANNOUNCING = (
-    r"<\|python_tag\|>|<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|functools(?=\[)|"
-    r"<\|tool_call\|>"
+def fits(arguments: dict, wanted: list[str]) -> bool:
+    """Whether arguments are the tool's parameters, each given, none more, each a plain value
+    (the tools take strings; a number or a truth value is the model's meaning too)."""
+    values = arguments.values()
+    return set(arguments) == set(wanted) and all(
+        isinstance(v, (str, int, float, bool)) for v in values
+    )
+
+
+def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[tuple]:
+    """Every payload in text that names a known tool with arguments that fit: (name, arguments,
+    start, end), in order, none overlapping. At most limit names are tried, each read once: the
+    reading stays linear in the text."""
+    if not known:
+        return []
+    names = re.compile(
+        r"(?<![\w-])(?:(?:functions?|tools?)\.)?(?P<name>"
+        + "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
+        + r")(?![\w-])"
+    )
+    found, end = [], 0
+    for name in itertools.islice(names.finditer(text), limit):
+        if name.start() < end:
+            continue  # inside the payload before
+        wanted = known[name.group("name")]
+        for read in (object_around, object_after, parameters_after, python_call):
+            got = read(text, name, wanted)
+            if got and fits(got[0], wanted) and got[1] >= end:
+                found.append((name.group("name"), got[0], got[1], got[2]))
+                end = got[2]
+                break
+    return found
+
+
+# --- Calls and mentions --------------------------------------------------------------------------
+# A payload is a mention, never run, when its place says so (mention()): inside code or a quote,
+# a list item or a table row, inside a sentence, next to a sentence that calls it an example or a
+# description, after a colon that does not announce the model's own next step, after thinking it
+# did not start with, or repeating what a tool result or the person's message of this
+# conversation holds. A mention not run costs the model a step; a mention run can destroy a file.
+LINE_START_QUOTED = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|\|)[ \t]")
+COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
+SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
+# The sentence before a colon announces the model's own next step (a real leak: "Let me look:")
+ANNOUNCES = re.compile(
+    r"\b(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i shall|now i|"
+    r"je vais|laissez-moi|laisse-moi|voyons|voy a|déjame|vamos a|ich werde|lass mich|"
+    r"vou|deixe-me|lascia(?:temi)? che|давайте|сейчас я)\b"
+    r"|让我|我来|我将|我会|我先|我要|我需要|现在我|接下来我|下面我|首先我"
+    r"|します|しましょう|してみます|みます|겠습니다|할게요|볼게요",
+    re.I,
 )
-END_OF_SENTENCE = deepseek_token("end", "of", "sentence")
-BETWEEN = re.compile(
-    rf"(?:\s|;|<\|tool_calls?_section_(?:begin|end)\|>|{DS_CALLS}|{END_OF_SENTENCE}|<\|im_end\|>|<\|eot_id\|>|"
-    r"<\|eom_id\|>|</s>|<\|python_end\|>|<\|observation\|>|<\|user\|>|<\|call\|>|<\|end\|>|<\|return\|>|"
-    rf"</function_calls>|<\|tool_call_end\|>|{ANNOUNCING})+"
-)
-FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
-INLINE_CODE = re.compile(r"`[^`\n]+`")
-# Words that introduce a quoted example rather than a call: "a call looks like this:".
-QUOTING = re.compile(
-    r"\b(?:example|like this|looks? like|format|for instance|e\.g\.|such as|syntax|written|"
-    r"writes?|emits?|would)\b",
+# A sentence that calls what is beside it an example, a format or what something contains
+DESCRIBES = re.compile(
+    r"\b(?:for example|for instance|e\.g\.|an example|the example|example of|examples?\s*[:(]|"
+    r"like this|like so|looks? like|such as|the format|the syntax|format is|for reference|"
+    r"would look|would be|contains?|says|is how|are how|this is what|written as|"
+    r"par exemple|exemple|comme ceci|ressemble|por ejemplo|ejemplo|así|formato|zum beispiel|"
+    r"beispiel|sieht so aus|enthält|exemplo|esempio|например|пример|выглядит|содержит)\b"
+    r"|例如|比如|譬如|示例|例子|举例|样例|如下|这样|格式|长这样|内容|写法|形如|参考|模板|演示|以上|上面"
+    r"|例えば|以下の|このよう|形式|書式|例:|例：|예를|예시|다음과|형식",
     re.I,
 )
 
 
-def recover_tool_calls(content: str, known) -> tuple[list, str, list[str]]:
+def mention(text: str, start: int, end: int, outside) -> bool:
+    """Whether the call markup at text[start:end] is quoted, by where it stands."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end) % (len(text) + 1) if "\n" in text[end:] else len(text)
+    before, after = text[line_start:start], text[end:line_end]
+    if not outside(start) or LINE_START_QUOTED.match(text, line_start):
+        return True
+    if before.strip() and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before)):
+        return True  # inside a sentence, or opened by a quotation mark
+    if after.strip() and not MARKUP.fullmatch(after):
+        return True  # the sentence goes on after it
+    if any(tag in text[:start] for tag in THINKING_TAGS):
+        return True  # thinking it did not start with: the reply explains thinking
+    introduction = before.strip() or previous_line(text, line_start)
+    last = last_sentence(introduction)
+    if DESCRIBES.search(last) or DESCRIBES.search(first_sentence(text[end:].strip())):
+        return True
+    return bool(introduction) and introduction[-1] in COLONS and not ANNOUNCES.search(last)
+
+
+def quotes(before: str) -> bool:
+    """Whether the text before markup on its line leaves a quotation mark or bracket open."""
+    last = before.rstrip()[-1:]
+    return bool(last) and (unicodedata.category(last) in ("Pi", "Ps") or last in "\"'`")
+
+
+def previous_line(text: str, line_start: int) -> str:
+    """The last line with text before line_start, stripped ("" if a blank line or none)."""
+    before = text[max(0, line_start - 2000) : line_start].rstrip("\n")
+    last = before.rsplit("\n", 1)[-1]
+    return last.strip()
+
+
+def last_sentence(text: str) -> str:
+    """The last sentence of text, its final colon or full stop included."""
+    body = text.rstrip(SENTENCE_END + COLONS + " ")
+    cut = max(body.rfind(mark) for mark in SENTENCE_END)
+    return text[cut + 1 :]
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of text (up to 300 characters)."""
+    head = text[:300]
+    cuts = [head.find(mark) for mark in SENTENCE_END + "\n" if mark in head]
+    return head[: min(cuts) + 1] if cuts else head
+
+
+def echoes(payload: str, name: str, arguments: dict, quoted_in, known) -> bool:
+    """Whether a payload repeats what a tool result or the person wrote in this conversation:
+    the same text, or a call to the same tool with the same arguments in it."""
+    flat = " ".join(payload.split())
+    for source in quoted_in:
+        if flat in " ".join(source.split()):
+            return True
+        if name in source and any(
+            (n, a) == (name, arguments) for n, a, _s, _e in payloads(source, known)
+        ):
+            return True
+    return False
+
+
+def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
+    """Payloads with the markup around them, adjacent ones joined: (start, end, payloads)."""
+    joined = []
+    for payload in found:
+        start, end = payload[2], payload[3]
+        gap_start = joined[-1][1] if joined else 0
+        before = MARKUP_AT_END.search(text[max(gap_start, start - 300) : start])
+        start -= len(before.group()) if before else 0
+        start += len(text[start : payload[2]]) - len(text[start : payload[2]].lstrip())
+        if joined and not text[gap_start:start].strip(" \t\n,;[]"):
+            joined[-1] = (joined[-1][0], end, [*joined[-1][2], payload])
+        else:
+            joined.append((start, end, [payload]))
+        after = MARKUP.match(text, joined[-1][1])
+        if after:
+            joined[-1] = (joined[-1][0], after.end(), joined[-1][2])
+    return joined
+
+
+def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, list[str]]:
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
-    Returns (calls, the content before them, what happened); ([], content, []) when there are none.
-    Markup counts only where a leaked call stands: after the thinking, outside code (``` or ~~~
-    fences, `inline`, indented), not after a colon that introduces it, with nothing but more calls
-    after it, every call naming a known tool with arguments that parse. An answer that explains or
-    quotes a tool call is an answer."""
+    known: each tool's parameter names. quoted_in: the texts of the conversation a reply may
+    quote (the person's messages, tool results). Returns (calls, the content without them and
+    their markup, what happened); ([], content, []) when there are none."""
     rest = split_thinking(content)[1]
     offset = len(content) - len(rest) if content.endswith(rest) else None
     if offset is None or not rest.strip():  # harmony's final channel: no calls in it
         return [], content, []
-    starts = [len(rest) - len(rest.lstrip())]  # a bare row counts only when it is the whole text
-    opening = first_opening(rest)
-    if opening is not None and opening != starts[0] and not quoted(rest, opening):
-        starts.append(opening)
-    for start in starts:
-        calls, family = read_calls(rest, start, known, bare=start == starts[0])
-        if calls:
-            names = ", ".join(c["function"]["name"] for c in calls)
-            happened = (
-                f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): "
-                "run as real calls; "
-                + (
-                    "DeepSeek's API sometimes does this, nothing to set"
-                    if "DSML" in family
-                    else SERVER_FIX
-                )
-            )
-            return calls, content[: offset + start].rstrip(), [happened]
-    return [], content, []
+    outside, calls, kept, at = outside_code(rest), [], [], 0
+    for start, end, found in units(rest, payloads(rest, known)):
+        if mention(rest, start, end, outside) or any(
+            echoes(rest[s:e], n, a, quoted_in, known) for n, a, s, e in found
+        ):
+            continue
+        kept.append(rest[at:start])
+        calls += [text_call(name, arguments) for name, arguments, _s, _e in found]
+        at = end
+    if not calls:
+        return [], content, []
+    kept.append(rest[at:])
+    text = "\n".join(piece.strip() for piece in kept if piece.strip())
+    text = TOKENS_AT_END.sub("", text) if TOKENS_AT_END.search(text[-200:]) else text
+    family = family_of(rest)
+    names = ", ".join(c["function"]["name"] for c in calls)
+    happened = (
+        f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real "
+        "calls; "
+        + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
+    )
+    return calls, (content[:offset] + text).rstrip(), [happened]
 
 
-def quoted(text: str, at: int) -> bool:
-    """Whether markup at text[at], after some text, is quoted rather than a call: thinking that did
-    not start the reply stands before it, or a colon after words that introduce an example ("a call
-    looks like this:"). After "Let me look:" it is a call: real leaks often follow such a line."""
-    before = text[:at]
-    if any(tag in before for tag in THINKING_TAGS):
-        return True
-    sentence = before.rstrip().rsplit("\n", 1)[-1]
-    return sentence.endswith(":") and bool(QUOTING.search(sentence))
+def text_call(name: str, arguments: dict) -> dict:
+    """A recovered call shaped as a server sends one (replies.tool_call() gives it an id)."""
+    return {
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+    }
 
 
 SERVER_FIX = (
@@ -693,38 +576,79 @@ SERVER_FIX = (
     "--enable-auto-tool-choice --tool-call-parser for the model (docs/servers.md)"
 )
 
+# Which model writes what (family, where its shape comes from, a pattern of its markup): the record
+# of the families, and the name the step's line gives a recovered call. Reading needs no row: the
+# payload readers above read every family's payload, whatever wraps it.
+FAMILIES = [
+    (
+        "DeepSeek V3.2 DSML",
+        "DeepSeek's API; vLLM tool_parsers/deepseekv32_tool_parser.py",
+        rf"<{B}DSML{B}(?:function_calls|tool_calls|invoke)",
+    ),
+    ("MiniMax-M2", "vLLM tool_parsers/minimax_m2_tool_parser.py", r"<minimax:tool_call>"),
+    (
+        "Qwen3-Coder, Seed-OSS, Step-3.5 (XML parameters)",
+        "vLLM tool_parsers/qwen3coder_tool_parser.py, seed_oss_tool_parser.py",
+        r"<function=|<parameter=",
+    ),
+    (
+        "GLM-4.5, 4.6, 4.7 (arg_key)",
+        "vLLM tool_parsers/glm4_moe_tool_parser.py, glm47_moe_tool_parser.py",
+        r"<arg_key>",
+    ),
+    (
+        "Hermes, Qwen2.5, Qwen3, ERNIE 4.5, Granite 4 (JSON in <tool_call>)",
+        "vLLM tool_parsers/hermes_tool_parser.py, ernie45_tool_parser.py, granite4_tool_parser.py",
+        r"<tool_call>",
+    ),
+    (
+        "Kimi K2",
+        "vLLM tool_parsers/kimi_k2_tool_parser.py; MoonshotAI/Kimi-K2 docs/tool_call_guidance.md",
+        r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>",
+    ),
+    (
+        "DeepSeek V3, R1 and V3.1",
+        "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
+        "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
+        rf"<{B}tool.call",
+    ),
+    (
+        "Mistral, Mixtral, Nemo, Small, Magistral, Devstral, Ministral 3",
+        "vLLM tool_parsers/mistral_tool_parser.py; mistral-common tokens/tokenizers/instruct.py",
+        r"\[TOOL_CALLS\]",
+    ),
+    (
+        "gpt-oss (harmony)",
+        "openai/harmony docs/format.md; llama.cpp common_chat_parse_gpt_oss",
+        r"to=functions\.",
+    ),
+    (
+        "Llama 3.2 and 4 pythonic, OLMo 3, LFM2",
+        "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py, "
+        "olmo3_tool_parser.py",
+        r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|\w\(",
+    ),
+    (
+        "Llama 3.x JSON, Granite 3, Phi-4-mini, xLAM, Jamba, Nemotron, FireFunction, Apertus",
+        "vLLM tool_parsers/llama_tool_parser.py, granite_tool_parser.py, phi4mini_tool_parser.py, "
+        "xlam_tool_parser.py, jamba_tool_parser.py, apertus_tool_parser.py",
+        r"<\|python_tag\|>|<\|tool_call\|>|functools|<tool_calls>|<TOOLCALL>|\{",
+    ),
+]
 
-def read_calls(text: str, at: int, known, bare: bool) -> tuple[list, str]:
-    """The calls in text[at:] if it is nothing but tool-call markup, and the first one's family;
-    ([], "") if anything else is there, or any call is bad or names no known tool. Markup inside
-    a block is its text."""
-    calls, family = [], ""
-    while True:
-        between = BETWEEN.match(text, at)
-        at = between.end() if between else at
-        # <|python_tag|>{
-        bare = bare or bool(between and re.search(ANNOUNCING, text[between.start() : at + 1]))
-        if at >= len(text):
-            break
-        for name, opening, reader in OPENINGS:
-            found = reader(text, at) if bare or opening.match(text, at) else None
-            if found:
-                calls, family, at = calls + found[0], family or name, max(found[1], at + 1)
-                break
-        else:
-            return [], ""
-    for call in calls:
-        if call:
-            call["function"]["name"] = tool_name(call["function"]["name"], known)
-    if not calls or any(c is None or c["function"]["name"] not in known for c in calls):
-        return [], ""
-    return calls, family
+
+def family_of(text: str) -> str:
+    """The first family in FAMILIES whose markup the text holds."""
+    return next((family for family, _source, markup in FAMILIES if re.search(markup, text)), "JSON")
 
 
-def first_opening(text: str) -> int | None:
-    """Where the first tool-call markup stands outside code and quotes (outside_code())."""
+def first_opening(text: str, known=()) -> int | None:
+    """Where the first possible call markup stands outside code: a token, a tag, or a tool's
+    name. Text before it can be printed while a reply streams."""
+    names = "|".join(re.escape(n) for n in known)
+    pattern = re.compile(rf"{TOKEN}|^[ \t]*[\[{{]" + (rf"|\b(?:{names})\b" if names else ""), re.M)
     outside = outside_code(text)
-    return next((m.start() for m in OPENING.finditer(text) if outside(m.start())), None)
+    return next((m.start() for m in pattern.finditer(text) if outside(m.start())), None)
 
 
 def outside_code(text: str):
@@ -754,8 +678,10 @@ def outside_code(text: str):
     return outside
 
 
+FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
+INLINE_CODE = re.compile(r"`[^`\n]+`")
 NEWLINE = re.compile("\n")
-INDENTED = re.compile(r"    |\t|[ \t]*>")  # a Markdown code block's indent, or a quote
+INDENTED = re.compile(r"    |\t|[ \t]*>(?!>>)")  # a Markdown code block's indent, or a quote
 
 
 def tool_name(name: str, known) -> str:
@@ -796,7 +722,7 @@ class Printer:
             self.read, text = self.size, "".join(self.pieces)
             self.pieces = [text]
             rest = split_thinking(text)[1]  # "" while thinking is still open
-            opening = first_opening(rest)
+            opening = first_opening(rest, self.known)
             self.show(rest[: rest.rfind("\n", 0, len(rest) if opening is None else opening) + 1])
 
     def end(self, content: str) -> None:

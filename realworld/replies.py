@@ -27,7 +27,9 @@ from urllib.parse import urlsplit
 import config
 from realworld import dialects
 from realworld.guards import clean_text, hide_secrets, say, shorten, shown_url
-from tools import TOOL_MAP
+from tools import TOOL_MAP, parameters
+
+PARAMETERS = {name: parameters(name) for name in TOOL_MAP}  # what a call written as text must give
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
 # new tries when the provider says the model's output, not the request, was malformed
@@ -321,7 +323,7 @@ def collect_stream(stream, model: str):
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
     # a stream that never says why it ended was cut
     finish_reason, usage, error = "incomplete_stream", None, None
-    printer = dialects.Printer(TOOL_MAP)
+    printer = dialects.Printer(PARAMETERS)
     for chunk in stream:
         usage = chunk.usage or usage
         if not chunk.choices:  # the usage chunk at the end has no choices
@@ -485,8 +487,14 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     calls, repairs = sent.get("tool_calls") or [], []
     # a tool call written as text, when the server did not parse it
     if not calls and message["content"]:
+        # what the person wrote and the tools returned: a reply repeating a call from them quotes it
+        quoted_in = [
+            m["content"]
+            for m in messages
+            if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
+        ]
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], TOOL_MAP
+            message["content"], PARAMETERS, quoted_in
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:

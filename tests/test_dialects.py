@@ -14,7 +14,7 @@ from scripted_server import Stream, reply
 
 from realworld import dialects
 
-KNOWN = ("read_file", "write_file", "run_shell")
+KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 READ = ("read_file", {"path": "a.txt"})
 SHELL = ("run_shell", {"command": "echo hi"})
 DS = {"begin": "<｜tool▁call▁begin｜>", "sep": "<｜tool▁sep｜>", "end": "<｜tool▁call▁end｜>"}
@@ -568,7 +568,7 @@ def test_a_server_parsed_call_with_a_marked_up_name_runs_the_tool_it_names(loop,
 
 def test_every_family_in_the_table_names_its_source_and_is_tested():
     tested = " ".join(p.id for p in SHAPES)
-    for family, source, _opening, _reader in dialects.FAMILIES:
+    for family, source, _markup in dialects.FAMILIES:
         assert family and ("vLLM" in source or "llama.cpp" in source or "API" in source)
     for word in (
         "kimi",

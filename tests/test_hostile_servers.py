@@ -103,24 +103,26 @@ def test_an_honest_compressed_reply_is_read(loop, server):
 SLOW_SHAPES = {
     "fence-then-newlines": lambda: dialects.clean_arguments("```json" + "\n" * 2**20),
     "fence-then-spaced-newlines": lambda: dialects.clean_arguments("```json" + " \n" * 2**19),
-    "function-openers": lambda: dialects.recover_tool_calls("<function=" * 100_000, {"read_file"}),
+    "function-openers": lambda: dialects.recover_tool_calls(
+        "<function=" * 100_000, {"read_file": ["path"]}
+    ),
     "parameter-openers": lambda: dialects.recover_tool_calls(
-        "<function=read_file>" + "<parameter=" * 90_000, {"read_file"}
+        "<function=read_file>" + "<parameter=" * 90_000, {"read_file": ["path"]}
     ),
     "kimi-names": lambda: dialects.recover_tool_calls(
-        "<|tool_call_begin|>" + "x" * 2**20, {"read_file"}
+        "<|tool_call_begin|>" + "x" * 2**20, {"read_file": ["path"]}
     ),
-    "mistral-name": lambda: dialects.recover_tool_calls("[TOOL_CALLS]" + "x" * 2**20, {"x"}),
-    "inline-code": lambda: dialects.recover_tool_calls("`a` " * 350_000, {"read_file"}),
+    "mistral-name": lambda: dialects.recover_tool_calls("[TOOL_CALLS]" + "x" * 2**20, {"x": ["y"]}),
+    "inline-code": lambda: dialects.recover_tool_calls("`a` " * 350_000, {"read_file": ["path"]}),
     "many-small-deltas": lambda: many_deltas(150_000),
     "olmo-calls-without-end": lambda: dialects.recover_tool_calls(
-        "<function_calls>\n" + "a()x" * 250_000, {"read_file"}
+        "<function_calls>\n" + "a()x" * 250_000, {"read_file": ["path"]}
     ),  # 120 bytes of this took minutes
     "deepseek-fence-then-spaces": lambda: dialects.recover_tool_calls(
         "<\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>read_file\n```json"
         + " \n" * 2**19
         + "```x",
-        {"read_file"},
+        {"read_file": ["path"]},
     ),
     "harmony-analysis-blocks": lambda: dialects.split_thinking(
         "<|channel|>analysis<|message|>x<|end|>" * 30_000
@@ -138,7 +140,7 @@ def print_lines(count: int) -> None:
     import contextlib
     import io
 
-    printer = dialects.Printer({"read_file"})
+    printer = dialects.Printer({"read_file": ["path"]})
     printer.live = True
     with contextlib.redirect_stdout(io.StringIO()) as out:
         for _ in range(count):
