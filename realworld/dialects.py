@@ -93,25 +93,40 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 
 
 # --- Thinking written as text --------------------------------------------------------------------
-# (family, opening tag, closing tag, where the shape comes from). A closing tag that no opening
-# tag opened ends thinking too: the template put the opening tag in the prompt (vLLM's deepseek_r1
-# reasoning parser).
-THINKING = [
-    (
-        "Qwen3, QwQ, DeepSeek-R1 and its distills, GLM, Kimi, MiniMax",
-        "<think>",
-        "</think>",
-        "vLLM reasoning/deepseek_r1_reasoning_parser.py, qwen3_reasoning_parser.py",
-    ),
-    (
-        "Magistral, Ministral 3",
-        "[THINK]",
-        "[/THINK]",
-        "vLLM reasoning/mistral_reasoning_parser.py; mistral-common",
-    ),
-    ("Seed-OSS", "<seed:think>", "</seed:think>", "vLLM reasoning/seed_oss_reasoning_parser.py"),
-    ("Command A Reasoning", "<|START_THINKING|>", "<|END_THINKING|>", "Cohere's chat template"),
-]
+# Thinking is recognised by what its markers say: a tag or token that names thinking (think,
+# thought, reasoning) opens it, the same with /, end or close closes it. This covers the families
+# of vLLM's reasoning parsers (vllm/reasoning/, llama.cpp common/chat-parser.cpp) without a row
+# each: <think> (DeepSeek-R1, Qwen3, GLM, Kimi, MiniMax, OLMo 3, ...), <think:HASH> (Hunyuan),
+# <seed:think>, <mm:think>, <longcat_think>, <ifm|think_fast>, <thinking> (Apriel 1.5), [THINK]
+# (Magistral), <|START_THINKING|> (Command A), <|think:start|> (Solar Open 2),
+# <|plamo:begin_think:plamo|>, <|open|>think<|sep|> (Kimi K3), and Apertus' <|inner_prefix|>.
+# A closing marker that no opening marker opened ends thinking too: the template put the opening
+# in the prompt (vLLM's deepseek_r1 reasoning parser). Granite writes headers instead: "Here is my
+# thought process:" ... "Here is my response:". What wraps the answer after thinking (Hunyuan's
+# <answer>, ERNIE's <response>, Command A's <|START_RESPONSE|>, Apriel's [BEGIN FINAL RESPONSE],
+# Kimi K3's <|open|>response<|sep|>) is never printed.
+THINK_MARK = re.compile(
+    r"<\|?/?[\w:|.-]{0,30}?(?:think|thought|reasoning)[\w:|.-]{0,30}?\|?>"
+    r"|\[/?(?:THINK|THOUGHT|REASONING)\]|<\|(?:open|close)\|>think<\|sep\|>|<\|inner_(?:prefix|suffix)\|>"
+    r"|<\|channel\|>analysis",
+    re.I,
+)
+CLOSING = re.compile(r"/|end|close|suffix", re.I)
+THINK_HEADER = re.compile(
+    r"\s*Here(?: is|'s| are) my (?:thought process|reasoning steps?):\s*(.*?)"
+    r"(?:\n\s*(?=Here(?: is|'s) my response:|\[BEGIN FINAL RESPONSE\])|$)",
+    re.S | re.I,
+)
+ANSWER_OPEN = re.compile(
+    r"\s*(?:<(?:answer|response|final)>|<\|START_RESPONSE\|>|\[BEGIN FINAL RESPONSE\]"
+    r"|<\|open\|>response<\|sep\|>|Here(?: is|'s) my response:)\s*",
+    re.I,
+)
+ANSWER_CLOSE = re.compile(
+    r"\s*(?:</(?:answer|response|final)>|<\|END_RESPONSE\|>|\[END FINAL RESPONSE\]"
+    r"|<\|close\|>response<\|sep\|>)(?:\s|<\|[^|<>\s]{1,30}\|>)*\Z",
+    re.I,
+)
 # gpt-oss's harmony format: the analysis channel is thinking, the final channel the answer
 # (openai/harmony docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With
 # special tokens stripped (a server that decodes with skip_special_tokens) the words run together:
@@ -124,14 +139,12 @@ HARMONY_FINAL = re.compile(
     r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$",
     re.S,
 )
-THINKING_TAGS = (*(opening for _f, opening, _c, _s in THINKING), "<|channel|>", "<|start|>")
 HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
 
 
 def split_thinking(content: str) -> tuple[str, str]:
-    """(thinking, the rest) of a reply's text, for each family in THINKING and gpt-oss's harmony
-    channels; ("", content) when there is no thinking. Unclosed thinking is all thinking:
-    the rest is ""."""
+    """(thinking, the rest) of a reply's text; ("", content) when there is no thinking. Unclosed
+    thinking is all thinking: the rest is ""."""
     pieces, at = [], 0  # one pass over the analysis blocks, joined once
     while analysis := HARMONY_ANALYSIS.match(content, at):
         if analysis.end() == at:
@@ -147,14 +160,29 @@ def split_thinking(content: str) -> tuple[str, str]:
         return glued.group(1), glued.group(2)
     if thinking:
         return thinking, rest
-    for _family, opening, closing, _source in THINKING:
-        if rest.lstrip().startswith(opening):
-            inner, closed, after = rest.lstrip()[len(opening) :].partition(closing)
-            return inner, response(after) if closed else ""
-        before, closed, after = rest.partition(closing)
-        if closed and opening not in before and ends_thinking(rest, len(before), len(closing)):
-            return before, response(after)
-    return "", content
+    return marked_thinking(content)
+
+
+def marked_thinking(content: str) -> tuple[str, str]:
+    """Thinking between markers that name it, or under Granite's headers."""
+    header = THINK_HEADER.match(content)
+    if header:
+        return header.group(1), response(content[header.end() :])
+    for mark in THINK_MARK.finditer(content):
+        closing = bool(CLOSING.search(mark.group()))
+        if not closing and not content[: mark.start()].strip():  # thinking opens the reply
+            close = next(
+                (m for m in THINK_MARK.finditer(content, mark.end()) if CLOSING.search(m.group())),
+                None,
+            )
+            if close is None:
+                return content[mark.end() :], ""
+            return content[mark.end() : close.start()], response(content[close.end() :])
+        if closing and ends_thinking(content, mark.start(), len(mark.group())):
+            return content[: mark.start()], response(content[mark.end() :])
+        if not closing:
+            break  # thinking opened after some text: quoted, and so is what follows
+    return "", response(content) if ANSWER_OPEN.match(content) else content
 
 
 def ends_thinking(text: str, at: int, length: int) -> bool:
@@ -167,11 +195,13 @@ def ends_thinking(text: str, at: int, length: int) -> bool:
 
 
 def response(text: str) -> str:
-    """The answer after thinking, without Cohere's response markers around it."""
-    stripped = text.strip()
-    if stripped.startswith("<|START_RESPONSE|>"):
-        return stripped.removeprefix("<|START_RESPONSE|>").removesuffix("<|END_RESPONSE|>")
-    return text
+    """The answer after thinking, without the markers that wrap it."""
+    opening = ANSWER_OPEN.match(text)
+    if not opening:
+        return text
+    answer = text[opening.end() :]
+    closing = ANSWER_CLOSE.search(answer[-200:])
+    return answer[: len(answer) - len(closing.group())] if closing else answer
 
 
 def no_answer(msg, thinking: str) -> str:
@@ -210,11 +240,12 @@ B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as model
 TOKEN = (
     rf"<{B}[^<>\n]{{0,64}}?{B}>"
     rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?[A-Za-z_][\w:.-]{{0,64}}>"
-    r"|\[/?[A-Z][A-Z_]{2,30}\]"
+    r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:"
+    r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
     r"|\s?to="
 )
-MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+")
+MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]}}])+")
 MARKUP_AT_END = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
 TOKENS_AT_END = re.compile(rf"(?:{TOKEN}|\s)+\Z")
 
@@ -259,6 +290,14 @@ def named(value) -> tuple[str, dict] | None:
     return (value[names[0]], arguments) if arguments is not None else None
 
 
+def keyed(value) -> tuple[str, dict] | None:
+    """Apertus' {"NAME": {arguments}}: one key, the tool's name (vLLM apertus_tool_parser.py)."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((name, arguments),) = value.items()
+        return (name, arguments) if isinstance(arguments, dict) else None
+    return None
+
+
 def object_around(text: str, name: re.Match, _wanted=None):
     """A JSON call object that holds the name as its name, the outermost of up to three that
     start shortly before it (OpenAI's {"type", "function": {...}} holds one): (arguments, start,
@@ -267,7 +306,7 @@ def object_around(text: str, name: re.Match, _wanted=None):
     for _ in range(3):
         start = text.rfind("{", max(0, name.start() - 300), start)
         found = json_at(text, start) if start >= 0 else None
-        call = named(found[0]) if found and found[1] > name.end() else None
+        call = named(found[0]) or keyed(found[0]) if found and found[1] > name.end() else None
         if call and tool_name(call[0], [name.group("name")]) == name.group("name"):
             best = call[1], start, found[1]
         if start < 0:
@@ -278,7 +317,7 @@ def object_around(text: str, name: re.Match, _wanted=None):
 def object_after(text: str, name: re.Match, _wanted=None):
     """NAME, markup, then its arguments as a JSON object: (arguments, start, end)."""
     glue = GLUE.match(text, name.end())
-    found = json_at(text, glue.end()) if glue else None
+    found = (json_at(text, glue.end()) or gemma_object(text, glue.end())) if glue else None
     arguments = arguments_of(found[0]) if found else None
     if arguments is None:
         return None
@@ -300,6 +339,26 @@ def head(text: str, name: re.Match) -> int:
 HEAD = re.compile(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
 
 
+# FunctionGemma's and Gemma 4's {key:<escape>value<escape>, n:42}: keys bare, strings between
+# escape tokens (vLLM functiongemma_tool_parser.py, gemma4_tool_parser.py).
+GEMMA_OBJECT = re.compile(
+    r"\{((?:\s*\w{1,64}:(?:<escape>.*?<escape>|<\|\"\|>.*?<\|\"\|>|[^,{}<]{0,200})\s*,?)*)\}", re.S
+)
+GEMMA_PAIR = re.compile(
+    r"\s*(\w{1,64}):(?:<escape>(.*?)<escape>|<\|\"\|>(.*?)<\|\"\|>|([^,{}<]*))", re.S
+)
+
+
+def gemma_object(text: str, at: int):
+    """(the arguments of a Gemma call object at text[at], where it ends), or None."""
+    found = GEMMA_OBJECT.match(text, at)
+    if not found or not found.group(1).strip():
+        return None
+    pairs = GEMMA_PAIR.finditer(found.group(1))
+    arguments = {p.group(1): next(v for v in p.groups()[1:] if v is not None) for p in pairs}
+    return {k: v.strip() if isinstance(v, str) else v for k, v in arguments.items()}, found.end()
+
+
 # One parameter in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which may leave the
 # closing tag out), <parameter name="K">V</parameter> (MiniMax, DeepSeek's DSML), GLM's
 # <arg_key>K</arg_key><arg_value>V</arg_value>, and <K>V</K> (tags named after the parameters).
@@ -314,7 +373,7 @@ PARAMETER = re.compile(
     r"|<(?P<own>[A-Za-z_][\w-]{0,63})>(?P<own_value>(?:(?!<(?P=own)>).)*?)</(?P=own)>)",
     re.S,
 )
-TAG_REST = re.compile(r"[\"']?\s*>?(?:\\n)?")
+TAG_REST = re.compile(r"[\"']?\s*>?(?:\\n|\s|<tool_sep>)*")  # HY-V3 puts <tool_sep> after the name
 
 
 def parameters_after(text: str, name: re.Match, wanted: list[str]):
@@ -433,7 +492,7 @@ ANNOUNCES = re.compile(
     r"je vais|laissez-moi|laisse-moi|voyons|voy a|déjame|vamos a|ich werde|lass mich|"
     r"vou|deixe-me|lascia(?:temi)? che|давайте|сейчас я)\b"
     r"|让我|我来|我将|我会|我先|我要|我需要|现在我|接下来我|下面我|首先我"
-    r"|します|しましょう|してみます|みます|겠습니다|할게요|볼게요",
+    r"|ます|ましょう|겠습니다|할게요|볼게요",
     re.I,
 )
 # A sentence that calls what is beside it an example, a format or what something contains
@@ -460,13 +519,26 @@ def mention(text: str, start: int, end: int, outside) -> bool:
         return True  # inside a sentence, or opened by a quotation mark
     if after.strip() and not MARKUP.fullmatch(after):
         return True  # the sentence goes on after it
-    if any(tag in text[:start] for tag in THINKING_TAGS):
+    if THINK_MARK.search(text[max(0, start - 100_000) : start]):
         return True  # thinking it did not start with: the reply explains thinking
-    introduction = before.strip() or previous_line(text, line_start)
-    last = last_sentence(introduction)
-    if DESCRIBES.search(last) or DESCRIBES.search(first_sentence(text[end:].strip())):
+    if DESCRIBES.search(first_sentence(text[end:].strip())):
         return True
-    return bool(introduction) and introduction[-1] in COLONS and not ANNOUNCES.search(last)
+    # what introduces it: the text before it on its line, and the line before when its own line
+    # starts with markup (harmony's preamble) or with it
+    introductions = [before.strip()]
+    if not before.strip() or TOKEN_START.match(text, line_start):
+        introductions.append(previous_line(text, line_start))
+    return any(introduced(words) for words in introductions if words)
+
+
+TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
+
+
+def introduced(words: str) -> bool:
+    """Whether text before a call introduces it as an example or a description: its last sentence
+    says so, or it ends with a colon that does not announce the model's own next step."""
+    last = last_sentence(words)
+    return bool(DESCRIBES.search(last)) or (words[-1] in COLONS and not ANNOUNCES.search(last))
 
 
 def quotes(before: str) -> bool:
@@ -524,8 +596,9 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
         else:
             joined.append((start, end, [payload]))
         after = MARKUP.match(text, joined[-1][1])
-        if after:
-            joined[-1] = (joined[-1][0], after.end(), joined[-1][2])
+        if after:  # the markup after it, up to its last token
+            end = after.start() + len(after.group().rstrip())
+            joined[-1] = (joined[-1][0], max(end, joined[-1][1]), joined[-1][2])
     return joined
 
 

@@ -329,7 +329,7 @@ def collect_stream(stream, model: str):
         if not chunk.choices:  # the usage chunk at the end has no choices
             continue
         choice = chunk.choices[0]
-        delta = choice.delta.model_dump(mode="json", exclude_unset=True, warnings=False)
+        delta = delta_of(choice)
         for piece in delta.pop("tool_calls", None) or []:
             add_fragment(calls, at_index, piece)
         printer.add(delta.get("content"))
@@ -341,6 +341,18 @@ def collect_stream(stream, model: str):
     if calls:
         message["tool_calls"] = finished(calls)
     return completion(message, finish_reason, usage, model, error)
+
+
+def delta_of(choice) -> dict:
+    """A streamed choice's delta as JSON, read as a whole reply's message is: none (providers send
+    content-filter results so) is empty, content as a list of parts is their text."""
+    delta = getattr(choice, "delta", None)
+    if delta is None:
+        return {}
+    delta = delta.model_dump(mode="json", exclude_unset=True, warnings=False)
+    if isinstance(delta.get("content"), list):
+        delta["content"] = clean_text(delta["content"])
+    return delta
 
 
 def add_fragment(calls: list[dict], at_index: dict, piece) -> None:
