@@ -168,6 +168,7 @@ def marked_thinking(content: str) -> tuple[str, str]:
     header = THINK_HEADER.match(content)
     if header:
         return header.group(1), response(content[header.end() :])
+    outside = None  # found once, when a closing mark first needs it
     for mark in THINK_MARK.finditer(content):
         closing = bool(CLOSING.search(mark.group()))
         if not closing and not content[: mark.start()].strip():  # thinking opens the reply
@@ -178,20 +179,21 @@ def marked_thinking(content: str) -> tuple[str, str]:
             if close is None:
                 return content[mark.end() :], ""
             return content[mark.end() : close.start()], response(content[close.end() :])
-        if closing and ends_thinking(content, mark.start(), len(mark.group())):
+        outside = outside or (outside_code(content) if closing else None)
+        if closing and ends_thinking(content, mark.start(), len(mark.group()), outside):
             return content[: mark.start()], response(content[mark.end() :])
         if not closing:
             break  # thinking opened after some text: quoted, and so is what follows
     return "", response(content) if ANSWER_OPEN.match(content) else content
 
 
-def ends_thinking(text: str, at: int, length: int) -> bool:
+def ends_thinking(text: str, at: int, length: int, outside) -> bool:
     """Whether a closing tag that no opening tag opened, at text[at], ends thinking rather than
     being quoted: it ends its line or a tool call follows it (GLM-4.7), and it is not in code
-    (fenced, `inline` or indented)."""
-    after = text[at + length :]
-    ends = not after.split("\n", 1)[0].strip() or after.lstrip().startswith(("<", "["))
-    return ends and outside_code(text)(at)
+    (fenced, `inline` or indented: outside, from outside_code(text))."""
+    line = text[at + length : at + length + 200].split("\n", 1)[0]  # bounded: a mark a line
+    ends = not line.strip() or line.lstrip().startswith(("<", "["))
+    return ends and outside(at)
 
 
 def response(text: str) -> str:
@@ -396,14 +398,13 @@ def parameters_after(text: str, name: re.Match, wanted: list[str]):
 
 def python_call(text: str, name: re.Match, wanted: list[str]):
     """NAME(k="v", ...) with literal values, true, false and null as JSON's (Llama 3.2 and 4,
-    OLMo 3, LFM2): (arguments, start, end)."""
+    OLMo 3, LFM2; Llama 3.1's NAME.call(...)): (arguments, start, end)."""
     import ast
 
-    if not text.startswith("(", name.end()):
-        return None
-    end = closing_paren(text, name.end())
+    at = name.end() + 5 * text.startswith(".call(", name.end())
+    end = closing_paren(text, at) if text.startswith("(", at) else None
     try:
-        call = ast.parse(text[name.start() : end], mode="eval").body if end else None
+        call = ast.parse("f" + text[at:end], mode="eval").body if end else None
         if not isinstance(call, ast.Call) or len(call.args) > len(wanted):
             return None
         arguments = dict(zip(wanted, map(literal, call.args), strict=False))
@@ -413,23 +414,29 @@ def python_call(text: str, name: re.Match, wanted: list[str]):
     return arguments, name.start(), end
 
 
-def closing_paren(text: str, at: int, limit: int = 1_000_000) -> int | None:
-    """Where the bracket opened at text[at] closes, quotes respected; None if it does not."""
-    depth, quote, i = 0, "", at
-    while i < min(len(text), at + limit):
-        c = text[i]
-        if quote:
-            i += c == "\\"
+BRACKETS = re.compile(r"[()\[\]{}\"'\\]")
+
+
+def closing_paren(text: str, at: int, limit: int = 200_000) -> int | None:
+    """Where the bracket opened at text[at] closes, quotes respected, within limit characters;
+    None if it does not."""
+    depth, quote, escaped = 0, "", -1
+    for mark in BRACKETS.finditer(text, at, min(len(text), at + limit)):
+        c, i = mark.group(), mark.start()
+        if i == escaped:
+            continue
+        if c == "\\":
+            escaped = i + 1
+        elif quote:
             quote = "" if c == quote else quote
         elif c in "\"'":
             quote = c
         elif c in "([{":
             depth += 1
-        elif c in ")]}":
+        else:
             depth -= 1
             if depth == 0:
                 return i + 1
-        i += 1
     return None
 
 
@@ -463,12 +470,16 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
         + "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
         + r")(?![\w-])"
     )
-    found, end = [], 0
+    found, end, unclosed = [], 0, 0
     for name in itertools.islice(names.finditer(text), limit):
         if name.start() < end:
             continue  # inside the payload before
         wanted = known[name.group("name")]
         for read in (object_around, object_after, parameters_after, python_call):
+            if read is python_call and text.startswith(("(", ".call("), name.end()):
+                unclosed += 1  # each looks for its closing bracket (200,000 characters): 16 at most
+                if unclosed > 16:
+                    continue
             got = read(text, name, wanted)
             if got and fits(got[0], wanted) and got[1] >= end:
                 found.append((name.group("name"), got[0], got[1], got[2]))
@@ -497,7 +508,7 @@ ANNOUNCES = re.compile(
 )
 # A sentence that calls what is beside it an example, a format or what something contains
 DESCRIBES = re.compile(
-    r"\b(?:for example|for instance|e\.g\.|an example|the example|example of|examples?\s*[:(]|"
+    r"\b(?:for example|for instance|e\.g\.|an example|example of|examples?\s*[:(]|"
     r"like this|like so|looks? like|such as|the format|the syntax|format is|for reference|"
     r"would look|would be|contains?|says|is how|are how|this is what|written as|"
     r"par exemple|exemple|comme ceci|ressemble|por ejemplo|ejemplo|así|formato|zum beispiel|"

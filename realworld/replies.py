@@ -15,6 +15,7 @@ The openai package is imported inside the functions that use it, so that --help,
 error start without loading it.
 """
 
+import html
 import ipaddress
 import json
 import re
@@ -729,6 +730,8 @@ def html_title(body) -> str | None:
         start = lower.find(f"<{tag}")
         opened = lower.find(">", start) if start >= 0 else -1
         closed = lower.find(f"</{tag}", opened) if opened >= 0 else -1
-        if closed > opened:
-            return " ".join(body[opened + 1 : closed].split())[:200]
+        if closed > opened:  # as text: the tags inside a heading gone, &amp; and the like read
+            inside = body[opened + 1 : min(closed, opened + 4001)]
+            words = re.sub(r"<[^<>]{0,200}>", "", inside)
+            return " ".join(html.unescape(words).split())[:200]
     return ""

@@ -100,6 +100,7 @@ def test_an_honest_compressed_reply_is_read(loop, server):
 
 # --- Linear time: a megabyte of what made a reader backtrack --------------------------------------
 
+KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 SLOW_SHAPES = {
     "fence-then-newlines": lambda: dialects.clean_arguments("```json" + "\n" * 2**20),
     "fence-then-spaced-newlines": lambda: dialects.clean_arguments("```json" + " \n" * 2**19),
@@ -123,6 +124,28 @@ SLOW_SHAPES = {
         + " \n" * 2**19
         + "```x",
         {"read_file": ["path"]},
+    ),
+    # Issue #22's readers: a tool's name thousands of times, each opening what never closes
+    "names-then-unterminated-json": lambda: dialects.recover_tool_calls(
+        '{"name": "read_file", "arguments": {"path": "' * 2000 + "x" * 2**20, KNOWN
+    ),
+    "names-then-open-brackets": lambda: dialects.recover_tool_calls("read_file(" * 100_000, KNOWN),
+    "names-as-open-tags": lambda: dialects.recover_tool_calls("<read_file><path>" * 60_000, KNOWN),
+    "a-parameter-never-closed": lambda: dialects.recover_tool_calls(
+        "<function=read_file><parameter=path>" + "x" * 2**20, KNOWN
+    ),
+    "markup-before-a-call": lambda: dialects.recover_tool_calls(
+        "<|a|>" * 200_000 + '{"name": "read_file", "arguments": {"path": "a"}}', KNOWN
+    ),
+    "calls-between-prose": lambda: dialects.recover_tool_calls(
+        'I will.\n<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>\n'
+        * 10_000,
+        KNOWN,
+        ["read_file " * 100_000],
+    ),
+    "closing-think-marks": lambda: dialects.split_thinking("x</think>y" * 100_000),
+    "gemma-objects-never-closed": lambda: dialects.recover_tool_calls(
+        "call:read_file{path:" * 50_000, KNOWN
     ),
     "harmony-analysis-blocks": lambda: dialects.split_thinking(
         "<|channel|>analysis<|message|>x<|end|>" * 30_000

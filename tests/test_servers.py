@@ -440,6 +440,25 @@ def test_a_gateways_html_error_page_is_its_title(loop, server):
     )
 
 
+@pytest.mark.parametrize(
+    ("page", "said"),
+    [
+        # no title: the first heading, its tags dropped, its entities read (a CDN's error page)
+        (
+            "<!DOCTYPE html><html><body><h1>Error <b>1020</b> &amp; <script>x</script>denied"
+            "</h1></body></html>",
+            "a web page titled 'Error 1020 & xdenied'",
+        ),
+        ("<html><body><p>nothing to name</p></body></html>", "a web page"),
+    ],
+)
+def test_an_html_error_page_is_one_line_without_markup(loop, server, page, said):
+    server.add(Error(403, body=page))
+    result = loop("go")
+    first = result.text.split("\n")[0]
+    assert first.startswith(f"the server answered HTTP 403: {said}") and "<" not in result.text
+
+
 def test_a_new_conversation_on_the_same_client_is_no_shrinking_prompt(server, tmp_path, capsys):
     # One Client serves many runs (the > prompt, or a caller's own loop): a second conversation
     # starts shorter than the first ended, which is no cut.

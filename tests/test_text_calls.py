@@ -68,8 +68,6 @@ UNNAMED = [
 
 @pytest.mark.parametrize("text", UNNAMED)
 def test_a_payload_in_markup_no_row_names_is_recognised(text):
-    if ".call(" in text:
-        text = text.replace(".call(", "(")
     assert recovered(text) == [READ]
     assert "a.txt" not in dialects.recover_tool_calls(text, KNOWN)[1]  # no markup printed
 
@@ -161,6 +159,43 @@ ANNOUNCED = [
 @pytest.mark.parametrize("text", ANNOUNCED)
 def test_a_call_after_the_model_announces_it_runs(text):
     assert recovered(text) == [WRITE]
+
+
+ONE_LINE = HERMES.replace("\n", " ")
+DEEPSEEK_V3 = (
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write_file\n```json\n"
+    '{"path": "a.txt", "content": "hi"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+)
+# (rule, a mention it stops, a real leak it lets through)
+RULES = [
+    ("code", "```\n" + HERMES + "\n```", DEEPSEEK_V3),  # a fence inside a call's markup is its own
+    ("inline code", f"Write `{ONE_LINE}`.", ONE_LINE),
+    ("indented code", "The call:\n\n    " + ONE_LINE, "Done reading.\n\n" + ONE_LINE),
+    ("blockquote", "> " + ONE_LINE, ">>>write_file\n" + '{"path": "a.txt", "content": "hi"}'),
+    ("list item", "- " + ONE_LINE, "Now the file.\n" + ONE_LINE),
+    ("table row", f"| {ONE_LINE} |", "| a | b |\n\n" + ONE_LINE),
+    ("quotation marks", f"It wrote “{ONE_LINE}”", f'I\'ll write "a.txt".\n{ONE_LINE}'),
+    ("inside a sentence", f"A call {ONE_LINE} writes a file.", f"I'll write it. {ONE_LINE}"),
+    ("the sentence after", HERMES + "\n以上是一个示例。", HERMES + "\nI'll wait for the result."),
+    ("the sentence before", "你可以这样写。\n" + HERMES, "I'll write the example file.\n" + HERMES),
+    ("an unannounced colon", "例如：\n" + HERMES, "让我写入文件：\n" + HERMES),
+    (
+        "thinking not at the start",
+        "Reasoning models wrap it in <think> tags.\n" + HERMES,
+        "<think>plan</think>\n" + HERMES,
+    ),
+    (
+        "arguments that do not fit",
+        HERMES.replace('"hi"', '"hi", "mode": "a"'),
+        HERMES,
+    ),
+]
+
+
+@pytest.mark.parametrize(("rule", "mentioned", "leaked"), RULES, ids=[r[0] for r in RULES])
+def test_each_rule_stops_a_mention_and_lets_a_real_leak_through(rule, mentioned, leaked):
+    assert recovered(mentioned) == [], rule
+    assert recovered(leaked) == [WRITE], rule
 
 
 def test_a_call_repeating_a_tool_result_or_the_task_is_a_quotation(loop, server):
