@@ -3,12 +3,15 @@
 
 When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
 a model newer than the Ollama or LM Studio build), the model's tool calls and its thinking arrive
-as plain text in content. This file holds one table of the families the agent recognizes, each row
-naming where its shape comes from, and the few functions that use it. docs/servers.md (rule 10)
-lists the families and the server setting that avoids the leak.
+as plain text in content. Both are read by what they say, not by a list of wrappers: thinking by
+markers that name it, a call by a payload that names one of the agent's tools with arguments that
+fit, a mention by where it stands. FAMILIES records which family writes what, and where its shape
+comes from. docs/servers.md (rules 10 and 12) gives the rules and the server settings that avoid
+the leak.
 """
 
 import bisect
+import functools
 import itertools
 import json
 import re
@@ -136,7 +139,7 @@ HARMONY_ANALYSIS = re.compile(
 )
 HARMONY_FINAL = re.compile(
     r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
-    r"<\|message\|>(.*?)(?:<\|return\|>|<\|end\|>)?\s*$",
+    r"<\|message\|>(.*)",  # its end token is cut off after: (.*?) then an optional one backtracked
     re.S,
 )
 HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
@@ -155,7 +158,8 @@ def split_thinking(content: str) -> tuple[str, str]:
     final = HARMONY_FINAL.match(rest) if thinking or rest.lstrip().startswith("<|") else None
     glued = HARMONY_GLUED.match(rest) if not thinking else None
     if final and "to=" not in rest[: rest.find("<|message|>")]:
-        return thinking, final.group(1)
+        answer = final.group(1).rstrip()
+        return thinking, answer.removesuffix("<|return|>").removesuffix("<|end|>")
     if glued:
         return glued.group(1), glued.group(2)
     if thinking:
@@ -242,12 +246,12 @@ B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as model
 TOKEN = (
     rf"<{B}[^<>\n]{{0,64}}?{B}>"
     rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?[A-Za-z_][\w:.-]{{0,64}}>"
-    r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:"
-    r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
+    r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:|Action:\s*```(?:json)?"  # Command R
+    r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|\u273f[A-Z_]{1,30}\u273f:?|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
     r"|\s?to="
 )
-MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]}}])+")
+MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]}}]|```)+")  # after a call: a fence it opened too
 MARKUP_AT_END = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
 TOKENS_AT_END = re.compile(rf"(?:{TOKEN}|\s)+\Z")
 
@@ -259,15 +263,24 @@ GLUE = re.compile(
 )
 NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
 ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params", "kwargs")
-OTHER_KEYS = {"type", "id", "index", "call_id"}
+OTHER_KEYS = {"type", "id", "index", "call_id", "tool_call_id"}
 
 
 def json_at(text: str, at: int):
-    """(the JSON value that starts at text[at], where it ends), or None."""
+    """(the JSON value that starts at text[at], where it ends), or None; None too when an object
+    gives one key twice (which value is meant is a guess)."""
     try:
-        return json.JSONDecoder(strict=False).raw_decode(text, at)
+        return json.JSONDecoder(strict=False, object_pairs_hook=once).raw_decode(text, at)
     except (ValueError, RecursionError):
         return None
+
+
+def once(pairs: list) -> dict:
+    """A JSON object whose keys are each given once."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("a key given twice")
+    return value
 
 
 def arguments_of(value) -> dict | None:
@@ -364,24 +377,34 @@ def gemma_object(text: str, at: int):
 # One parameter in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which may leave the
 # closing tag out), <parameter name="K">V</parameter> (MiniMax, DeepSeek's DSML), GLM's
 # <arg_key>K</arg_key><arg_value>V</arg_value>, and <K>V</K> (tags named after the parameters).
-PARAMETER = re.compile(
-    r"\s*(?:<parameter=(?P<key>[^<>\n]{1,256})>\n?(?P<value>(?:(?!<parameter=|</function>).)*?)\n?"
-    r"(?:</parameter>|(?=<parameter=|</function>)|$)"
-    rf"|<(?P<tag>(?:{B}DSML{B}|\w{{1,20}}:)?(?:parameter|param|argument|arg))\s+name=[\"']?"
-    r"(?P<named>[^\"'<>\n]{1,256}?)[\"']?(?P<attrs>\s[^<>]{0,200})?>"
-    r"(?P<named_value>(?:(?!<(?P=tag)[\s>]).)*?)</(?P=tag)>"
-    r"|(?:\\n)*<arg_key>(?P<glm_key>[^<]{1,256})</arg_key>(?:\s|\\n)*"
-    r"<arg_value>(?P<glm_value>(?:(?!<arg_key>).)*?)</arg_value>"
-    r"|<(?P<own>[A-Za-z_][\w-]{0,63})>(?P<own_value>(?:(?!<(?P=own)>).)*?)</(?P=own)>)",
-    re.S,
-)
+@functools.cache
+def parameter_pattern(wanted: tuple[str, ...]) -> re.Pattern:
+    """One parameter of a tool in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which
+    may leave the closing tag out), <parameter name="K">V</parameter> (MiniMax, DeepSeek's DSML,
+    Step3's steptml:), GLM's <arg_key>K</arg_key><arg_value>V</arg_value>, and <K>V</K> for the
+    tool's own parameter names. Each value stops at the next opening of its kind."""
+    own = "|".join(re.escape(w) for w in wanted)
+    return re.compile(
+        r"\s*(?:<parameter=(?P<key>[^<>\n]{1,256})>\n?"
+        r"(?P<value>(?:(?!<parameter=|</function>).)*?)\n?(?:</parameter>|(?=<parameter=|</function>)|$)"
+        rf"|<(?P<tag>(?:{B}DSML{B}|\w{{1,20}}:)?(?:parameter|param|argument|arg))\s+name=[\"']?"
+        r"(?P<named>[^\"'<>\n]{1,256}?)[\"']?(?P<attrs>\s[^<>]{0,200})?>"
+        r"(?P<named_value>(?:(?!<(?P=tag)[\s>]).)*?)</(?P=tag)>"
+        r"|(?:\\n)*<arg_key>(?P<glm_key>[^<]{1,256})</arg_key>(?:\s|\\n)*"
+        r"<arg_value>(?P<glm_value>(?:(?!<arg_key>).)*?)</arg_value>"
+        rf"|<(?P<own>{own})>(?P<own_value>(?:(?!<(?P=own)>).)*?)</(?P=own)>)",
+        re.S,
+    )
+
+
 TAG_REST = re.compile(r"[\"']?\s*>?(?:\\n|\s|<tool_sep>)*")  # HY-V3 puts <tool_sep> after the name
 
 
 def parameters_after(text: str, name: re.Match, wanted: list[str]):
     """NAME at the head of an XML-like call, then its parameters: (arguments, start, end)."""
     at, arguments = TAG_REST.match(text, name.end()).end(), {}
-    while len(arguments) < len(wanted) and (p := PARAMETER.match(text, at)):
+    parameter = parameter_pattern(tuple(wanted))
+    while len(arguments) < len(wanted) and (p := parameter.match(text, at)):
         key = p.group("key") or p.group("named") or p.group("glm_key") or p.group("own")
         value = next(
             (v for v in p.group("value", "named_value", "glm_value", "own_value") if v is not None),
@@ -405,7 +428,12 @@ def python_call(text: str, name: re.Match, wanted: list[str]):
     end = closing_paren(text, at) if text.startswith("(", at) else None
     try:
         call = ast.parse("f" + text[at:end], mode="eval").body if end else None
-        if not isinstance(call, ast.Call) or len(call.args) > len(wanted):
+        keys = [k.arg for k in call.keywords] if isinstance(call, ast.Call) else []
+        if (
+            not isinstance(call, ast.Call)
+            or len(call.args) > len(wanted)
+            or len(set(keys)) < len(keys)
+        ):
             return None
         arguments = dict(zip(wanted, map(literal, call.args), strict=False))
         arguments |= {k.arg: literal(k.value) for k in call.keywords if k.arg}
@@ -489,80 +517,122 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 
 
 # --- Calls and mentions --------------------------------------------------------------------------
-# A payload is a mention, never run, when its place says so (mention()): inside code or a quote,
-# a list item or a table row, inside a sentence, next to a sentence that calls it an example or a
-# description, after a colon that does not announce the model's own next step, after thinking it
-# did not start with, or repeating what a tool result or the person's message of this
-# conversation holds. A mention not run costs the model a step; a mention run can destroy a file.
-LINE_START_QUOTED = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|\|)[ \t]")
+# A payload is a call only where it stands as one (mention() says where it does not): outside code,
+# quotes, lists and tables; not inside a sentence; with nothing before it on its line or the line
+# before but markup, a word or two ("Sure.", "好的。"), or a sentence that announces the model's own
+# next step ("Let me look:", "I'll read the file.", "让我看看：") without showing or quoting
+# something; after thinking only where the thinking started the reply; and, when the reply goes
+# on after its last call, going on with such an announcement. It is no call either when it
+# repeats a call that a tool result or the person's message of the conversation holds. Where the
+# rules leave a doubt, it is text: a mention not run costs the model a step, a mention run can
+# destroy a file.
+LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
+CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
-# The sentence before a colon announces the model's own next step (a real leak: "Let me look:")
+SHORT = 12  # characters: "Sure.", "Reading.", "好的。" announce nothing and quote nothing
+# A sentence that announces the model's own next step, in the languages its users write
 ANNOUNCES = re.compile(
-    r"\b(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i shall|now i|"
+    r"\b(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i shall|i'm now|"
+    r"now i|next,? i|first,? i|then i|"
     r"je vais|laissez-moi|laisse-moi|voyons|voy a|déjame|vamos a|ich werde|lass mich|"
-    r"vou|deixe-me|lascia(?:temi)? che|давайте|сейчас я)\b"
-    r"|让我|我来|我将|我会|我先|我要|我需要|现在我|接下来我|下面我|首先我"
-    r"|ます|ましょう|겠습니다|할게요|볼게요",
+    r"vou|deixe-me|vamos|lascia(?:temi)? che|ora|adesso|ik ga|laat me|ik zal|"
+    r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу)\b"
+    r"|^\W*(?:now )?[A-Za-z]+ing\b"  # "Reading the file now:", "Checking the config:"
+    r"|让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|下面我|首先|然后"
+    r"|ます|ましょう|겠습니다|할게요|볼게요|보겠|하겠",
+    re.I,
+)
+# A sentence that presents, shows or quotes what follows rather than doing it
+DEMONSTRATES = re.compile(
+    r"\b(?:here is|here's|here are|here it is|below is|show\w*|give you|quot\w*|past\w*|"
+    r"demonstrat\w*|illustrat\w*|sample|would|voici|voilà|montr\w*|hier ist|zeig\w*|aquí|"
+    r"mostr\w*|ecco|вот|показ\w*|hier is)\b"
+    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여",
     re.I,
 )
 # A sentence that calls what is beside it an example, a format or what something contains
 DESCRIBES = re.compile(
-    r"\b(?:for example|for instance|e\.g\.|an example|example of|examples?\s*[:(]|"
-    r"like this|like so|looks? like|such as|the format|the syntax|format is|for reference|"
-    r"would look|would be|contains?|says|is how|are how|this is what|written as|"
-    r"par exemple|exemple|comme ceci|ressemble|por ejemplo|ejemplo|así|formato|zum beispiel|"
-    r"beispiel|sieht so aus|enthält|exemplo|esempio|например|пример|выглядит|содержит)\b"
-    r"|例如|比如|譬如|示例|例子|举例|样例|如下|这样|格式|长这样|内容|写法|形如|参考|模板|演示|以上|上面"
-    r"|例えば|以下の|このよう|形式|書式|例:|例：|예를|예시|다음과|형식",
+    r"\b(?:for example|for instance|e\.g\.|an example|example of|examples?|like this|like so|"
+    r"looks? like|such as|format|syntax|for reference|contains?|says|is how|are how|this way|"
+    r"typical|written as|par exemple|exemple|comme ceci|ressemble|ainsi|por ejemplo|ejemplo|así|"
+    r"formato|zum beispiel|beispiel\w*|sieht so aus|enthält|so schreibt|exemplo|assim|esempio|"
+    r"così|например|пример|образец|выглядит|содержит|так|voorbeeld|przykład|örnek|exempel|"
+    r"contoh|παράδειγμα|příklad|приклад|ví dụ)\b"
+    r"|例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|内容如下|写法|形如|参考|模板|以上|上面|就是"
+    r"|例えば|の例|以下の|このよう|形式|書式|예를|예시|다음과|형식|방식|उदाहरण|مثال",
     re.I,
 )
 
 
-def mention(text: str, start: int, end: int, outside) -> bool:
-    """Whether the call markup at text[start:end] is quoted, by where it stands."""
+def mention(text: str, start: int, end: int, outside, last: bool, after_a_call: bool) -> bool:
+    """Whether the call markup at text[start:end] is quoted, by where it stands. last: it is the
+    reply's last call markup; after_a_call: a call of this reply stands before it, and the text
+    between needs only not to introduce an example."""
     line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", end) % (len(text) + 1) if "\n" in text[end:] else len(text)
-    before, after = text[line_start:start], text[end:line_end]
-    if not outside(start) or LINE_START_QUOTED.match(text, line_start):
+    line_end = text.find("\n", end, end + 10_000)
+    before, after = text[line_start:start], text[end : line_end if line_end >= 0 else len(text)]
+    if not outside(start) or LIST_ITEM.match(text, line_start):
         return True
+    if CODE_TAGS.search(text, max(line_start - 200, 0), end):
+        return True  # <pre>, <code>, <blockquote> around it
     if before.strip() and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before)):
         return True  # inside a sentence, or opened by a quotation mark
     if after.strip() and not MARKUP.fullmatch(after):
         return True  # the sentence goes on after it
-    if THINK_MARK.search(text[max(0, start - 100_000) : start]):
+    if THINK_MARK.search(text, max(0, start - 100_000), start):
         return True  # thinking it did not start with: the reply explains thinking
-    if DESCRIBES.search(first_sentence(text[end:].strip())):
-        return True
-    # what introduces it: the text before it on its line, and the line before when its own line
-    # starts with markup (harmony's preamble) or with it
+    above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
+    if not before.strip() and (
+        quotes(above) or (above.lstrip().startswith(">") and not above.lstrip().startswith(">>>"))
+    ):
+        return True  # a quotation mark or a blockquote opened on the line above
+    if (
+        before[:1] in " \t"
+        and not before.strip()
+        and LIST_ITEM.match(previous_line(text, line_start))
+    ):
+        return True  # indented under a list item: part of it
     introductions = [before.strip()]
     if not before.strip() or TOKEN_START.match(text, line_start):
         introductions.append(previous_line(text, line_start))
-    return any(introduced(words) for words in introductions if words)
+    if any(words and not announces(words, after_a_call) for words in introductions):
+        return True
+    going_on = first_sentence(text[end : end + 2000].strip())
+    return (
+        last
+        and bool(going_on)
+        and not MARKUP.fullmatch(going_on)
+        and not announces(going_on, False)
+    )
 
 
 TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
 
 
-def introduced(words: str) -> bool:
-    """Whether text before a call introduces it as an example or a description: its last sentence
-    says so, or it ends with a colon that does not announce the model's own next step."""
-    last = last_sentence(words)
-    return bool(DESCRIBES.search(last)) or (words[-1] in COLONS and not ANNOUNCES.search(last))
+def announces(words: str, lenient: bool) -> bool:
+    """Whether text next to a call lets it be a call: its sentence announces the model's own next
+    step without showing or quoting something, or it is a word or two that says nothing of it.
+    lenient (between calls): any sentence that does not introduce an example."""
+    sentence = last_sentence(words).strip()
+    if DEMONSTRATES.search(sentence):
+        return False
+    if ANNOUNCES.search(sentence):
+        return True
+    short = lenient or len(sentence.strip(SENTENCE_END + COLONS + " ")) <= SHORT
+    return short and sentence[-1:] not in COLONS and not DESCRIBES.search(sentence)
 
 
 def quotes(before: str) -> bool:
-    """Whether the text before markup on its line leaves a quotation mark or bracket open."""
+    """Whether text ends with an open quotation mark or bracket: “, 「, (, \", ''' and the like."""
     last = before.rstrip()[-1:]
     return bool(last) and (unicodedata.category(last) in ("Pi", "Ps") or last in "\"'`")
 
 
 def previous_line(text: str, line_start: int) -> str:
-    """The last line with text before line_start, stripped ("" if a blank line or none)."""
-    before = text[max(0, line_start - 2000) : line_start].rstrip("\n")
-    last = before.rsplit("\n", 1)[-1]
-    return last.strip()
+    """The last line with text before line_start, stripped ("" if none in 2,000 characters)."""
+    before = text[max(0, line_start - 2000) : line_start].rstrip()
+    return before.rsplit("\n", 1)[-1].strip()
 
 
 def last_sentence(text: str) -> str:
@@ -579,18 +649,28 @@ def first_sentence(text: str) -> str:
     return head[: min(cuts) + 1] if cuts else head
 
 
-def echoes(payload: str, name: str, arguments: dict, quoted_in, known) -> bool:
-    """Whether a payload repeats what a tool result or the person wrote in this conversation:
-    the same text, or a call to the same tool with the same arguments in it."""
-    flat = " ".join(payload.split())
-    for source in quoted_in:
-        if flat in " ".join(source.split()):
-            return True
-        if name in source and any(
-            (n, a) == (name, arguments) for n, a, _s, _e in payloads(source, known)
-        ):
-            return True
-    return False
+def flat(text: str) -> str:
+    """Text compared for quoting: no whitespace, no backslashes, one kind of quote (a call shown
+    inside JSON or a Python repr is still that call)."""
+    return re.sub(r"[\s\\]+", "", text).replace("'", '"')
+
+
+def quoted_calls(quoted_in, known) -> tuple[list[str], set[str]]:
+    """What a reply may quote: each source flattened, and the calls readable in them."""
+    sources = [s for s in quoted_in if any(name in s for name in known)]
+    calls = {
+        json.dumps([n, a], sort_keys=True) for s in sources for n, a, _s, _e in payloads(s, known)
+    }
+    return [flat(s) for s in sources], calls
+
+
+def echoes(payload: str, name: str, arguments: dict, quoted) -> bool:
+    """Whether a payload repeats a tool result or the person's message: the same text, or the same
+    call (quoted: from quoted_calls())."""
+    sources, calls = quoted
+    return json.dumps([name, arguments], sort_keys=True) in calls or any(
+        flat(payload) in source for source in sources
+    )
 
 
 def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
@@ -620,14 +700,20 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
     quote (the person's messages, tool results). Returns (calls, the content without them and
     their markup, what happened); ([], content, []) when there are none."""
     rest = split_thinking(content)[1]
-    offset = len(content) - len(rest) if content.endswith(rest) else None
+    # the answer may have come out of a wrapper (<answer>...</answer>)
+    offset = (
+        len(content) - len(rest) if content.endswith(rest) else content.rfind(rest) if rest else -1
+    )
+    offset = None if offset < 0 else offset
     if offset is None or not rest.strip():  # harmony's final channel: no calls in it
         return [], content, []
-    outside, calls, kept, at = outside_code(rest), [], [], 0
-    for start, end, found in units(rest, payloads(rest, known)):
-        if mention(rest, start, end, outside) or any(
-            echoes(rest[s:e], n, a, quoted_in, known) for n, a, s, e in found
-        ):
+    outside, calls, kept, at, quoted = outside_code(rest), [], [], 0, None
+    found_units = units(rest, payloads(rest, known))
+    for number, (start, end, found) in enumerate(found_units, 1):
+        if mention(rest, start, end, outside, number == len(found_units), bool(calls)):
+            continue
+        quoted = quoted or quoted_calls(quoted_in, known)
+        if any(echoes(rest[s:e], n, a, quoted) for n, a, s, e in found):
             continue
         kept.append(rest[at:start])
         calls += [text_call(name, arguments) for name, arguments, _s, _e in found]
@@ -636,7 +722,8 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
         return [], content, []
     kept.append(rest[at:])
     text = "\n".join(piece.strip() for piece in kept if piece.strip())
-    text = TOKENS_AT_END.sub("", text) if TOKENS_AT_END.search(text[-200:]) else text
+    tail = TOKENS_AT_END.search(text[-200:])  # an end token left after the text
+    text = text[: len(text) - len(tail.group())] if tail else text
     family = family_of(rest)
     names = ", ".join(c["function"]["name"] for c in calls)
     happened = (
@@ -644,7 +731,7 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
         "calls; "
         + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
     )
-    return calls, (content[:offset] + text).rstrip(), [happened]
+    return calls, (content[:offset] + text + content[offset + len(rest) :]).rstrip(), [happened]
 
 
 def text_call(name: str, arguments: dict) -> dict:

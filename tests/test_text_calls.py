@@ -76,11 +76,11 @@ def test_text_before_between_and_after_calls_stays_text_and_no_markup_is_left():
     text = (
         "I'll read it first.\n<tool_call>\n"
         '{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>\n'
-        "Then I'll write it.\n" + HERMES + "<|im_end|>\nBoth are on their way."
+        "Then I'll write it.\n" + HERMES + "<|im_end|>\nI'll report back."
     )
     calls, content, _ = dialects.recover_tool_calls(text, KNOWN)
     assert [c["function"]["name"] for c in calls] == ["read_file", "write_file"]
-    assert content == "I'll read it first.\nThen I'll write it.\nBoth are on their way."
+    assert content == "I'll read it first.\nThen I'll write it.\nI'll report back."
 
 
 def test_no_family_swallows_another():
@@ -173,7 +173,7 @@ RULES = [
     ("indented code", "The call:\n\n    " + ONE_LINE, "Done reading.\n\n" + ONE_LINE),
     ("blockquote", "> " + ONE_LINE, ">>>write_file\n" + '{"path": "a.txt", "content": "hi"}'),
     ("list item", "- " + ONE_LINE, "Now the file.\n" + ONE_LINE),
-    ("table row", f"| {ONE_LINE} |", "| a | b |\n\n" + ONE_LINE),
+    ("table row", f"| {ONE_LINE} |", "| a | b |\n\nNow I'll write it.\n" + ONE_LINE),
     ("quotation marks", f"It wrote “{ONE_LINE}”", f'I\'ll write "a.txt".\n{ONE_LINE}'),
     ("inside a sentence", f"A call {ONE_LINE} writes a file.", f"I'll write it. {ONE_LINE}"),
     ("the sentence after", HERMES + "\n以上是一个示例。", HERMES + "\nI'll wait for the result."),
