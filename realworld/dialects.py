@@ -583,9 +583,7 @@ def mention(text: str, start: int, end: int, outside, last: bool, after_a_call: 
     if THINK_MARK.search(text, max(0, start - 100_000), start):
         return True  # thinking it did not start with: the reply explains thinking
     above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
-    if not before.strip() and (
-        quotes(above) or (above.lstrip().startswith(">") and not above.lstrip().startswith(">>>"))
-    ):
+    if not before.strip() and opened_above(above):
         return True  # a quotation mark or a blockquote opened on the line above
     if (
         before[:1] in " \t"
@@ -623,6 +621,16 @@ def announces(words: str, lenient: bool) -> bool:
     return short and sentence[-1:] not in COLONS and not DESCRIBES.search(sentence)
 
 
+def opened_above(line: str) -> bool:
+    """Whether the line above a call opens a quotation around it: it ends with a quotation mark or
+    bracket (a fence is code, read by outside_code()), or it is a blockquote that a lazy
+    continuation line extends (>>> is Functionary's call token)."""
+    stripped = line.lstrip()
+    if FENCE_LINE.fullmatch(stripped):
+        return False
+    return quotes(line) or (stripped.startswith(">") and not stripped.startswith(">>>"))
+
+
 def quotes(before: str) -> bool:
     """Whether text ends with an open quotation mark or bracket: “, 「, (, \", ''' and the like."""
     last = before.rstrip()[-1:]
@@ -635,11 +643,17 @@ def previous_line(text: str, line_start: int) -> str:
     return before.rsplit("\n", 1)[-1].strip()
 
 
+SENTENCE_BREAK = re.compile(
+    r"[.!?\u2026](?=\s)|[\u3002\uff01\uff1f\u061f\u0964]"
+)  # "a.txt" goes on
+
+
 def last_sentence(text: str) -> str:
-    """The last sentence of text, its final colon or full stop included."""
+    """The last sentence of text (in its last 1,000 characters), its final colon or stop kept."""
+    text = text[-1000:]
     body = text.rstrip(SENTENCE_END + COLONS + " ")
-    cut = max(body.rfind(mark) for mark in SENTENCE_END)
-    return text[cut + 1 :]
+    cut = max((m.end() for m in SENTENCE_BREAK.finditer(body)), default=0)
+    return text[cut:]
 
 
 def first_sentence(text: str) -> str:
@@ -827,8 +841,8 @@ def outside_code(text: str):
     code, and lines indented as code or quoted with >. The fences, spans and line starts are found
     once, and each position is looked up in them by bisection: a reply of thousands of spans or
     openers is read in one pass."""
-    # an even number before a position: not in a block
-    fences = [m.start() for m in FENCE_LINE.finditer(text)]
+    blocks = fenced_blocks(text)
+    block_starts = [start for start, _end in blocks]
     spans = [m.span() for m in INLINE_CODE.finditer(text)]  # in order, never overlapping
     starts = [start for start, _end in spans]
     newlines = [m.start() for m in NEWLINE.finditer(text)]
@@ -840,8 +854,9 @@ def outside_code(text: str):
             if newlines and newlines[0] < at
             else 0
         )
+        block = bisect.bisect(block_starts, at) - 1
         return (
-            bisect.bisect(fences, at) % 2 == 0
+            not (block >= 0 and at < blocks[block][1])
             and not INDENTED.match(text, line)
             and not (span >= 0 and at < spans[span][1])
         )
@@ -849,7 +864,24 @@ def outside_code(text: str):
     return outside
 
 
-FENCE_LINE = re.compile(r"^[ \t]*(```|~~~)", re.M)
+FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)", re.M)
+
+
+def fenced_blocks(text: str) -> list[tuple[int, int]]:
+    """The fenced code blocks of text, as CommonMark closes them: a fence ends its block only with
+    the same character, at least as long, and nothing after it on its line; an unclosed block runs
+    to the end."""
+    blocks, opened = [], None
+    for fence in FENCE_LINE.finditer(text):
+        mark, rest = fence.group(1), fence.group(2)
+        if opened is None:
+            opened = (mark[0], len(mark), fence.start())
+        elif mark[0] == opened[0] and len(mark) >= opened[1] and not rest.strip():
+            blocks.append((opened[2], fence.end()))
+            opened = None
+    return blocks + ([(opened[2], len(text))] if opened else [])
+
+
 INLINE_CODE = re.compile(r"`[^`\n]+`")
 NEWLINE = re.compile("\n")
 INDENTED = re.compile(r"    |\t|[ \t]*>(?!>>)")  # a Markdown code block's indent, or a quote

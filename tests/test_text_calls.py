@@ -169,20 +169,53 @@ DEEPSEEK_V3 = (
 # (rule, a mention it stops, a real leak it lets through)
 RULES = [
     ("code", "```\n" + HERMES + "\n```", DEEPSEEK_V3),  # a fence inside a call's markup is its own
+    ("nested fences", "````markdown\nDone.\n```\n" + HERMES + "\n````", "```\nx\n```\n" + HERMES),
+    ("HTML code", f"<pre>\n{HERMES}\n</pre>", f"<tool_calls>{HERMES}</tool_calls>"),
     ("inline code", f"Write `{ONE_LINE}`.", ONE_LINE),
     ("indented code", "The call:\n\n    " + ONE_LINE, "Done reading.\n\n" + ONE_LINE),
     ("blockquote", "> " + ONE_LINE, ">>>write_file\n" + '{"path": "a.txt", "content": "hi"}'),
     ("list item", "- " + ONE_LINE, "Now the file.\n" + ONE_LINE),
     ("table row", f"| {ONE_LINE} |", "| a | b |\n\nNow I'll write it.\n" + ONE_LINE),
     ("quotation marks", f"It wrote “{ONE_LINE}”", f'I\'ll write "a.txt".\n{ONE_LINE}'),
+    (
+        "quotes on the line above",
+        f'x = """\n{HERMES}\n"""',
+        f'I\'ll write it (as "a.txt"):\n{HERMES}',
+    ),
+    (
+        "a blockquote going on",
+        "> The docs show it\n" + HERMES,
+        "> Noted.\n\nI'll write it.\n" + HERMES,
+    ),
+    (
+        "under a list item",
+        "1. Read the file first.\n   " + ONE_LINE,
+        "1. Done.\n\nNow I'll write.\n" + ONE_LINE,
+    ),
+    (
+        "a demonstration announced",
+        "Let me give you a sample:\n" + HERMES,
+        "Let me write it:\n" + HERMES,
+    ),
+    ("an unannounced sentence", "Here is a sample call.\n" + HERMES, "Sure.\n" + HERMES),
     ("inside a sentence", f"A call {ONE_LINE} writes a file.", f"I'll write it. {ONE_LINE}"),
     ("the sentence after", HERMES + "\n以上是一个示例。", HERMES + "\nI'll wait for the result."),
+    (
+        "an unannounced sentence after",
+        HERMES + "\nHermes writes calls this way.",
+        HERMES + "\nThen I'll tell you what it contains.",
+    ),
     ("the sentence before", "你可以这样写。\n" + HERMES, "I'll write the example file.\n" + HERMES),
     ("an unannounced colon", "例如：\n" + HERMES, "让我写入文件：\n" + HERMES),
     (
         "thinking not at the start",
         "Reasoning models wrap it in <think> tags.\n" + HERMES,
         "<think>plan</think>\n" + HERMES,
+    ),
+    (
+        "a key given twice",
+        '[write_file(path="b.txt", path="a.txt", content="hi")]',
+        '[write_file(path="a.txt", content="hi")]',
     ),
     (
         "arguments that do not fit",
@@ -196,6 +229,40 @@ RULES = [
 def test_each_rule_stops_a_mention_and_lets_a_real_leak_through(rule, mentioned, leaked):
     assert recovered(mentioned) == [], rule
     assert recovered(leaked) == [WRITE], rule
+
+
+@pytest.mark.parametrize(
+    "source",
+    [HERMES, json.dumps({"content": HERMES}), repr({"out": HERMES.replace('"', "'")})],
+    ids=["as-is", "inside-json", "a-python-repr"],
+)
+def test_a_call_found_in_a_tool_result_however_escaped_is_a_quotation(source):
+    assert recovered(HERMES, [source]) == [] and recovered(HERMES, ["unrelated"]) == [WRITE]
+
+
+MORE_ANNOUNCED = [
+    "Ora leggo il file:\n" + HERMES,
+    "Я запишу файл:\n" + HERMES,
+    "我看一下这个文件：\n" + HERMES,
+    "Ik ga het bestand schrijven:\n" + HERMES,
+    "Writing the file now:\n" + HERMES,
+    "Let me see what the file contains:\n" + HERMES,
+    "让我查看一下文件内容：\n" + HERMES,
+    # Hunyuan-A13B: calls inside its answer wrapper (vLLM hunyuan_a13b_tool_parser.py)
+    "<think>need it</think>\n<answer>\n<tool_calls>["
+    + HERMES.split("\n")[1]
+    + "]</tool_calls>\n</answer>",
+    # Command A: tool_call_id beside the name (vLLM's cohere parser; <|START_ACTION|>)
+    '<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "write_file", "parameters": '
+    '{"path": "a.txt", "content": "hi"}}]<|END_ACTION|>',
+    # Qwen-Agent's ✿FUNCTION✿ and ✿ARGS✿ (QwenLM/Qwen-Agent, fncall_prompt)
+    '✿FUNCTION✿: write_file\n✿ARGS✿: {"path": "a.txt", "content": "hi"}',
+]
+
+
+@pytest.mark.parametrize("text", MORE_ANNOUNCED)
+def test_more_real_leaks_run(text):
+    assert recovered(text) == [WRITE]
 
 
 def test_a_call_repeating_a_tool_result_or_the_task_is_a_quotation(loop, server):
