@@ -570,29 +570,47 @@ def mention(text: str, start: int, end: int, outside, last: bool, after_a_call: 
     reply's last call markup; after_a_call: a call of this reply stands before it, and the text
     between needs only not to introduce an example."""
     line_start = text.rfind("\n", 0, start) + 1
+    return quoted_place(text, start, end, line_start, outside) or unannounced(
+        text, start, end, line_start, last, after_a_call
+    )
+
+
+def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> bool:
+    """Whether the markup stands in code, a quotation, a list or a table, or inside a sentence."""
     line_end = text.find("\n", end, end + 10_000)
     before, after = text[line_start:start], text[end : line_end if line_end >= 0 else len(text)]
-    if not outside(start) or LIST_ITEM.match(text, line_start):
-        return True
-    if CODE_TAGS.search(text, max(line_start - 200, 0), end):
-        return True  # <pre>, <code>, <blockquote> around it
-    if before.strip() and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before)):
-        return True  # inside a sentence, or opened by a quotation mark
-    if after.strip() and not MARKUP.fullmatch(after):
-        return True  # the sentence goes on after it
-    if THINK_MARK.search(text, max(0, start - 100_000), start):
-        return True  # thinking it did not start with: the reply explains thinking
     above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
-    if not before.strip() and opened_above(above):
-        return True  # a quotation mark or a blockquote opened on the line above
-    if (
-        before[:1] in " \t"
-        and not before.strip()
-        and LIST_ITEM.match(previous_line(text, line_start))
-    ):
-        return True  # indented under a list item: part of it
-    introductions = [before.strip()]
-    if not before.strip() or TOKEN_START.match(text, line_start):
+    return (
+        not outside(start)
+        or bool(LIST_ITEM.match(text, line_start))
+        or bool(CODE_TAGS.search(text, max(line_start - 200, 0), end))  # <pre>, <code>, ...
+        # inside a sentence, or opened by a quotation mark
+        or (
+            bool(before.strip())
+            and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before))
+        )
+        or (bool(after.strip()) and not MARKUP.fullmatch(after))  # the sentence goes on after it
+        # thinking it did not start with: the reply explains thinking
+        or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
+        or (not before.strip() and opened_above(above))
+        # indented under a list item: part of it
+        or (
+            bool(before)
+            and not before.strip()
+            and bool(LIST_ITEM.match(previous_line(text, line_start)))
+        )
+    )
+
+
+def unannounced(
+    text: str, start: int, end: int, line_start: int, last: bool, after_a_call: bool
+) -> bool:
+    """Whether the text next to the markup keeps it from being a call: the text before it on its
+    line, and the line before when its own starts with markup or with it (harmony's preamble);
+    and, after the reply's last call, the sentence the reply goes on with."""
+    before = text[line_start:start].strip()
+    introductions = [before]
+    if not before or TOKEN_START.match(text, line_start):
         introductions.append(previous_line(text, line_start))
     if any(words and not announces(words, after_a_call) for words in introductions):
         return True
@@ -909,8 +927,9 @@ class Printer:
     whose template opened the thinking in the prompt shows it before its </think> arrives: that much
     cannot be known while it streams."""
 
-    def __init__(self, known):
-        self.known, self.pieces, self.size, self.read, self.shown = known, [], 0, 0, ""
+    def __init__(self, known, quoted_in=()):
+        self.known, self.quoted_in = known, quoted_in
+        self.pieces, self.size, self.read, self.shown = [], 0, 0, ""
         self.live = sys.stdout.isatty()
 
     def add(self, piece) -> None:
@@ -930,7 +949,7 @@ class Printer:
 
     def end(self, content: str) -> None:
         if self.live:
-            calls, before, _ = recover_tool_calls(content, self.known)
+            calls, before, _ = recover_tool_calls(content, self.known, self.quoted_in)
             self.show(split_thinking(before if calls else content)[1].rstrip() + "\n")
 
     def show(self, text: str) -> None:

@@ -74,9 +74,11 @@ class Client:
             request |= {"stream": True, "stream_options": {"include_usage": True}}
         if self.trace:
             trace_request(model, messages, tools or [])
+        send, quoted_in = self.inner.chat.completions.create, quotable(messages)
         started = time.monotonic()
-        send = self.inner.chat.completions.create
-        raw = ask(lambda: send(model=model, messages=messages, **request), self.base_url, model)
+        raw = ask(
+            lambda: send(model=model, messages=messages, **request), self.base_url, model, quoted_in
+        )
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
         latency_ms = None if replayed else round((time.monotonic() - started) * 1000)
@@ -245,7 +247,7 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def ask(send, base_url: str, model: str):
+def ask(send, base_url: str, model: str, quoted_in=()):
     """What send() (the one call to the model) returned, as one whole ChatCompletion;
     RequestFailed with one line in the provider's words if there is none. Asked again when
     the provider says that the model's output, not the request, was malformed (Groq's
@@ -254,7 +256,7 @@ def ask(send, base_url: str, model: str):
 
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
-            return whole_reply(send(), model)
+            return whole_reply(send(), model, quoted_in)
         # the SDK lets a body that is not JSON through
         except (openai.APIError, ValueError, RecursionError) as e:
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
@@ -272,11 +274,11 @@ def ask(send, base_url: str, model: str):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def whole_reply(resp, model: str):
+def whole_reply(resp, model: str, quoted_in=()):
     """The reply, a stream put together; RequestFailed if it is an error or not a chat
     completion."""
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
-        resp = collect_stream(resp, model)
+        resp = collect_stream(resp, model, quoted_in)
     # a 200 body that carries an error
     error = (getattr(resp, "model_extra", None) or {}).get("error")
     choices = getattr(resp, "choices", None)
@@ -318,13 +320,13 @@ def reply_problem(resp) -> str | None:
 # --- Streams: one reply rebuilt from its fragments -----------------------------------------------
 
 
-def collect_stream(stream, model: str):
+def collect_stream(stream, model: str, quoted_in=()):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
     # a stream that never says why it ended was cut
     finish_reason, usage, error = "incomplete_stream", None, None
-    printer = dialects.Printer(PARAMETERS)
+    printer = dialects.Printer(PARAMETERS, quoted_in)
     for chunk in stream:
         usage = chunk.usage or usage
         if not chunk.choices:  # the usage chunk at the end has no choices
@@ -483,6 +485,16 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 # --- The reply as the message sent back ----------------------------------------------------------
 
 
+def quotable(messages: list[dict]) -> list[str]:
+    """What the person wrote and the tools returned: a reply that repeats a call from them
+    quotes it."""
+    return [
+        m["content"]
+        for m in messages
+        if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
+    ]
+
+
 def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
@@ -500,14 +512,8 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     calls, repairs = sent.get("tool_calls") or [], []
     # a tool call written as text, when the server did not parse it
     if not calls and message["content"]:
-        # what the person wrote and the tools returned: a reply repeating a call from them quotes it
-        quoted_in = [
-            m["content"]
-            for m in messages
-            if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
-        ]
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], PARAMETERS, quoted_in
+            message["content"], PARAMETERS, quotable(messages)
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:
