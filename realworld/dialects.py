@@ -494,7 +494,8 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
     if not known:
         return []
     names = re.compile(
-        r"(?<![\w-])(?:(?:functions?|tools?)\.)?(?P<name>"
+        # functions.NAME (Kimi, harmony), functionNAME (DeepSeek V3 with its tokens stripped)
+        r"(?<![\w-])(?:(?:functions?|tools?)\.|function)?(?P<name>"
         + "|".join(re.escape(n) for n in sorted(known, key=len, reverse=True))
         + r")(?![\w-])"
     )
@@ -530,38 +531,65 @@ LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t
 CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
-SHORT = 12  # characters: "Sure.", "Reading.", "好的。" announce nothing and quote nothing
 # A sentence that announces the model's own next step, in the languages its users write
 ANNOUNCES = re.compile(
     r"\b(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i shall|i'm now|"
-    r"now i|next,? i|first,? i|then i|"
+    r"i should|i can|i'd be happy|happy to help|we need to|we'll|we will|we should|"
+    r"now i|next,? i|first,? i|then i|this will|that will|"
+    r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|searching|"
+    r"saving|updating|editing|testing|installing|inspecting|calling|trying|starting|fixing|"
+    r"reviewing|examining|verifying|viewing|loading|fetching|making|adding|removing|deleting)\b|"
     r"je vais|laissez-moi|laisse-moi|voyons|voy a|déjame|vamos a|ich werde|lass mich|"
     r"vou|deixe-me|vamos|lascia(?:temi)? che|ora|adesso|ik ga|laat me|ik zal|"
-    r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу)\b"
-    r"|^\W*(?:now )?[A-Za-z]+ing\b"  # "Reading the file now:", "Checking the config:"
-    r"|让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|下面我|首先|然后"
-    r"|ます|ましょう|겠습니다|할게요|볼게요|보겠|하겠",
+    r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|запускаю)\b"
+    r"|^\W*(?:first|next|then|now|finally)\b"  # "Now run it.", "First, the file."
+    r"|让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|下面|首先|然后|需要先|先看|先读"
+    r"|这就|马上|立即|立刻|まず|次に"
+    r"|第.步|步骤|ます|ましょう|겠습니다|할게요|볼게요|보겠|하겠",
     re.I,
 )
-# A sentence that presents, shows or quotes what follows rather than doing it
+# A word or two that says nothing of what follows
+AFFIRMS = re.compile(
+    r"(?:sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|right|yes|"
+    r"好的|好|行|可以|没问题|收到|明白|了解|はい|わかりました|네|알겠습니다|d'accord|claro|vale|bien|"
+    r"gut|klar|хорошо|ладно|понял)\W*",
+    re.I,
+)
+# A sentence that presents, shows or quotes what follows rather than doing it, or names it an
+# example: these keep it from being a call even when the sentence announces something
 DEMONSTRATES = re.compile(
     r"\b(?:here is|here's|here are|here it is|below is|show\w*|give you|quot\w*|past\w*|"
     r"demonstrat\w*|illustrat\w*|sample|would|voici|voilà|montr\w*|hier ist|zeig\w*|aquí|"
-    r"mostr\w*|ecco|вот|показ\w*|hier is)\b"
-    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여",
+    r"mostr\w*|ecco|вот|показ\w*|покаж\w*|hier is|"
+    r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|like this|like so|"
+    r"such as|"
+    r"format|syntax|for reference|is how|are how|this way|typical|written as|par exemple|exemple|"
+    r"comme ceci|por ejemplo|ejemplo|zum beispiel|beispiel\w*|exemplo|esempio|например|пример\w*|"
+    r"образец|voorbeeld|przykład|örnek|exempel|contoh|παράδειγμα|příklad|приклад|ví dụ|mfano|"
+    r"esimerkki)\b"
+    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여"
+    r"|例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|形如|参考|模板|以上|上面|就是"
+    r"|例えば|例を|の例|以下のよう|このよう|形式|書式|예를|예시|다음과|형식|방식|उदाहरण|مثال|ตัวอย่าง|למשל|जैसे",
     re.I,
 )
-# A sentence that calls what is beside it an example, a format or what something contains
+# A sentence that says what something contains or looks like: no call, unless it announces one
 DESCRIBES = re.compile(
-    r"\b(?:for example|for instance|e\.g\.|an example|example of|examples?|like this|like so|"
-    r"looks? like|such as|format|syntax|for reference|contains?|says|is how|are how|this way|"
-    r"typical|written as|par exemple|exemple|comme ceci|ressemble|ainsi|por ejemplo|ejemplo|así|"
-    r"formato|zum beispiel|beispiel\w*|sieht so aus|enthält|so schreibt|exemplo|assim|esempio|"
-    r"così|например|пример|образец|выглядит|содержит|так|voorbeeld|przykład|örnek|exempel|"
-    r"contoh|παράδειγμα|příklad|приклад|ví dụ)\b"
-    r"|例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|内容如下|写法|形如|参考|模板|以上|上面|就是"
-    r"|例えば|の例|以下の|このよう|形式|書式|예를|예시|다음과|형식|방식|उदाहरण|مثال",
+    r"\b(?:looks? like|contains?|says|ressemble|ainsi|así|sieht so aus|enthält|so schreibt|assim|"
+    r"così|выглядит|содержит|так)\b|内容|の内容",
     re.I,
+)
+# Structure above a call that makes it part of a document: a heading, a line of bold, an rST
+# directive or literal block
+DOCUMENT_LINE = re.compile(
+    r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$|\.\. [\w-]+::)|.*::\s*$"
+)
+# The person's message asks to see a call rather than to have it run
+ASKS_FOR_A_CALL = re.compile(
+    r"(?=.*(?:\b(?:tool[ _-]?calls?|function[ _-]?calls?|the call|a call|json for|llamada|appel|"
+    r"aufruf|вызов)\b|调用|呼び出し|호출))"
+    r"(?=.*(?:\b(?:show|look like|example|give me|write out|don't run|do not run|without running|"
+    r"just|only)\b|不要|别|只|示例|例子|显示|見せ|보여))",
+    re.I | re.S,
 )
 
 
@@ -593,6 +621,7 @@ def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> b
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
         or (not before.strip() and opened_above(above))
+        or open_quotation(text[max(0, line_start - 2000) : line_start])
         # indented under a list item: part of it
         or (
             bool(before)
@@ -611,8 +640,10 @@ def unannounced(
     before = text[line_start:start].strip()
     introductions = [before]
     if not before or TOKEN_START.match(text, line_start):
-        introductions.append(previous_line(text, line_start))
-    if any(words and not announces(words, after_a_call) for words in introductions):
+        introductions.append(above_list(text, line_start))
+    # a fence above ends a code block: it introduces nothing
+    introductions = [w for w in introductions if w and not FENCE_LINE.fullmatch(w)]
+    if any(not announces(words, after_a_call) for words in introductions):
         return True
     going_on = first_sentence(text[end : end + 2000].strip())
     return (
@@ -628,15 +659,29 @@ TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
 
 def announces(words: str, lenient: bool) -> bool:
     """Whether text next to a call lets it be a call: its sentence announces the model's own next
-    step without showing or quoting something, or it is a word or two that says nothing of it.
-    lenient (between calls): any sentence that does not introduce an example."""
+    step without showing, quoting or exemplifying something, or it is a word or two that says
+    nothing of it ("Sure.", "好的。"). lenient (between calls): any sentence that does not introduce
+    an example or a description."""
     sentence = last_sentence(words).strip()
-    if DEMONSTRATES.search(sentence):
+    if DEMONSTRATES.search(sentence) or DOCUMENT_LINE.match(sentence):
         return False
     if ANNOUNCES.search(sentence):
         return True
-    short = lenient or len(sentence.strip(SENTENCE_END + COLONS + " ")) <= SHORT
-    return short and sentence[-1:] not in COLONS and not DESCRIBES.search(sentence)
+    if sentence[-1:] in COLONS or DESCRIBES.search(sentence):
+        return False
+    return lenient or bool(AFFIRMS.fullmatch(sentence))
+
+
+PAIRS = [("\u201c", "\u201d"), ("\u300c", "\u300d"), ("\u300e", "\u300f"), ("\u00ab", "\u00bb")]
+
+
+def open_quotation(before: str) -> bool:
+    """Whether the paragraph before a line leaves a quotation open: more “ than ”, 「 than 」,
+    『 than 』, « than », or an odd number of triple quotes (a Python string)."""
+    paragraph = before.rsplit("\n\n", 1)[-1]
+    if (paragraph.count('"""') + paragraph.count("'''")) % 2:
+        return True
+    return any(paragraph.count(a) > paragraph.count(b) for a, b in PAIRS)
 
 
 def opened_above(line: str) -> bool:
@@ -653,6 +698,15 @@ def quotes(before: str) -> bool:
     """Whether text ends with an open quotation mark or bracket: “, 「, (, \", ''' and the like."""
     last = before.rstrip()[-1:]
     return bool(last) and (unicodedata.category(last) in ("Pi", "Ps") or last in "\"'`")
+
+
+def above_list(text: str, line_start: int) -> str:
+    """The line with text before line_start, or, when that is an item of a list (a plan), the line
+    that introduces the list."""
+    lines = text[max(0, line_start - 2000) : line_start].rstrip().split("\n")
+    while len(lines) > 1 and LIST_ITEM.match(lines[-1]):
+        lines.pop()
+    return lines[-1].strip() if lines else ""
 
 
 def previous_line(text: str, line_start: int) -> str:
@@ -725,12 +779,18 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
     return joined
 
 
-def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, list[str]]:
+def recover_tool_calls(
+    content: str, known, quoted_in=(), asked: str = ""
+) -> tuple[list, str, list[str]]:
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
     known: each tool's parameter names. quoted_in: the texts of the conversation a reply may
-    quote (the person's messages, tool results). Returns (calls, the content without them and
-    their markup, what happened); ([], content, []) when there are none."""
+    quote (the person's messages, tool results). asked: the person's last message; when it asks
+    to see a call rather than have it run, no call written as text runs. Returns (calls, the
+    content without them and their markup, what happened); ([], content, []) when there are
+    none."""
+    if ASKS_FOR_A_CALL.match(asked[:10_000]):
+        return [], content, []
     rest = split_thinking(content)[1]
     # the answer may have come out of a wrapper (<answer>...</answer>)
     offset = (
@@ -927,8 +987,8 @@ class Printer:
     whose template opened the thinking in the prompt shows it before its </think> arrives: that much
     cannot be known while it streams."""
 
-    def __init__(self, known, quoted_in=()):
-        self.known, self.quoted_in = known, quoted_in
+    def __init__(self, known, quoting=()):
+        self.known, self.quoting = known, quoting  # what recover_tool_calls() reads beside it
         self.pieces, self.size, self.read, self.shown = [], 0, 0, ""
         self.live = sys.stdout.isatty()
 
@@ -949,7 +1009,7 @@ class Printer:
 
     def end(self, content: str) -> None:
         if self.live:
-            calls, before, _ = recover_tool_calls(content, self.known, self.quoted_in)
+            calls, before, _ = recover_tool_calls(content, self.known, *self.quoting)
             self.show(split_thinking(before if calls else content)[1].rstrip() + "\n")
 
     def show(self, text: str) -> None:

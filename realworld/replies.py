@@ -74,10 +74,10 @@ class Client:
             request |= {"stream": True, "stream_options": {"include_usage": True}}
         if self.trace:
             trace_request(model, messages, tools or [])
-        send, quoted_in = self.inner.chat.completions.create, quotable(messages)
+        send, quoting = self.inner.chat.completions.create, quotable(messages)
         started = time.monotonic()
         raw = ask(
-            lambda: send(model=model, messages=messages, **request), self.base_url, model, quoted_in
+            lambda: send(model=model, messages=messages, **request), self.base_url, model, quoting
         )
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
@@ -247,7 +247,7 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def ask(send, base_url: str, model: str, quoted_in=()):
+def ask(send, base_url: str, model: str, quoting=()):
     """What send() (the one call to the model) returned, as one whole ChatCompletion;
     RequestFailed with one line in the provider's words if there is none. Asked again when
     the provider says that the model's output, not the request, was malformed (Groq's
@@ -256,7 +256,7 @@ def ask(send, base_url: str, model: str, quoted_in=()):
 
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
-            return whole_reply(send(), model, quoted_in)
+            return whole_reply(send(), model, quoting)
         # the SDK lets a body that is not JSON through
         except (openai.APIError, ValueError, RecursionError) as e:
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
@@ -274,11 +274,11 @@ def ask(send, base_url: str, model: str, quoted_in=()):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def whole_reply(resp, model: str, quoted_in=()):
+def whole_reply(resp, model: str, quoting=()):
     """The reply, a stream put together; RequestFailed if it is an error or not a chat
     completion."""
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
-        resp = collect_stream(resp, model, quoted_in)
+        resp = collect_stream(resp, model, quoting)
     # a 200 body that carries an error
     error = (getattr(resp, "model_extra", None) or {}).get("error")
     choices = getattr(resp, "choices", None)
@@ -320,13 +320,13 @@ def reply_problem(resp) -> str | None:
 # --- Streams: one reply rebuilt from its fragments -----------------------------------------------
 
 
-def collect_stream(stream, model: str, quoted_in=()):
+def collect_stream(stream, model: str, quoting=()):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
     # a stream that never says why it ended was cut
     finish_reason, usage, error = "incomplete_stream", None, None
-    printer = dialects.Printer(PARAMETERS, quoted_in)
+    printer = dialects.Printer(PARAMETERS, quoting)
     for chunk in stream:
         usage = chunk.usage or usage
         if not chunk.choices:  # the usage chunk at the end has no choices
@@ -485,14 +485,16 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 # --- The reply as the message sent back ----------------------------------------------------------
 
 
-def quotable(messages: list[dict]) -> list[str]:
-    """What the person wrote and the tools returned: a reply that repeats a call from them
-    quotes it."""
-    return [
+def quotable(messages: list[dict]) -> tuple[list[str], str]:
+    """What the person wrote and the tools returned (a reply that repeats a call from them quotes
+    it), and the person's last message (which may ask to see a call, not to run it)."""
+    texts = [
         m["content"]
         for m in messages
         if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
     ]
+    asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    return texts, asked if isinstance(asked, str) else ""
 
 
 def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
@@ -513,7 +515,7 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     # a tool call written as text, when the server did not parse it
     if not calls and message["content"]:
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], PARAMETERS, quotable(messages)
+            message["content"], PARAMETERS, *quotable(messages)
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:

@@ -174,7 +174,7 @@ RULES = [
     ("inline code", f"Write `{ONE_LINE}`.", ONE_LINE),
     ("indented code", "The call:\n\n    " + ONE_LINE, "Done reading.\n\n" + ONE_LINE),
     ("blockquote", "> " + ONE_LINE, ">>>write_file\n" + '{"path": "a.txt", "content": "hi"}'),
-    ("list item", "- " + ONE_LINE, "Now the file.\n" + ONE_LINE),
+    ("list item", "- " + ONE_LINE, "Now I'll write the file.\n" + ONE_LINE),
     ("table row", f"| {ONE_LINE} |", "| a | b |\n\nNow I'll write it.\n" + ONE_LINE),
     ("quotation marks", f"It wrote “{ONE_LINE}”", f'I\'ll write "a.txt".\n{ONE_LINE}'),
     (
@@ -260,9 +260,54 @@ MORE_ANNOUNCED = [
 ]
 
 
+MORE_ANNOUNCED += [
+    "Great, the file exists. Now write it.\n" + HERMES,
+    "收到！这就为你创建文件。\n" + HERMES,
+    "Sure! I'd be happy to help.\n" + HERMES,
+    "I'll do the following:\n1. Write a.txt with the greeting\n2. Check it\n" + HERMES,
+    'functionwrite_file\n```json\n{"path": "a.txt", "content": "hi"}\n```',  # DeepSeek V3, stripped
+    HERMES + "\n\nThis will create the file with the requested content.",
+]
+
+
 @pytest.mark.parametrize("text", MORE_ANNOUNCED)
 def test_more_real_leaks_run(text):
     assert recovered(text) == [WRITE]
+
+
+MORE_MENTIONED = [
+    "I'll give an example:\n" + HERMES,
+    "让我举个例子：\n" + HERMES,
+    "Сейчас покажу пример:\n" + HERMES,
+    "Something like this:\n" + HERMES,
+    "According to the README, the setup step is:\n" + HERMES,
+    "## Usage\n\n" + HERMES,
+    "**Output**\n\n" + HERMES,
+    "ตัวอย่าง\n\n" + HERMES,
+    "Mfano.\n" + HERMES,
+    ".. code:: xml\n\n   " + ONE_LINE,
+    "She pasted this into the chat: “\nHi!\n" + HERMES + "\n”",
+    'EXAMPLE = """\nUser: hi\n' + HERMES + '\n"""',
+]
+
+
+@pytest.mark.parametrize("text", MORE_MENTIONED)
+def test_more_mentions_are_never_calls(text):
+    assert recovered(text) == []
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "What would the tool call look like to write hi to a.txt? Just show the JSON.",
+        "Show me the exact tool call you would make, but don't run it.",
+        "Give me the JSON for a write_file call that writes hi to a.txt.",
+        "只显示工具调用，不要执行。",
+    ],
+)
+def test_a_call_the_person_asked_to_see_is_not_run(asked):
+    assert dialects.recover_tool_calls(HERMES, KNOWN, [asked], asked)[0] == []
+    assert recovered(HERMES, [asked]) == [WRITE]  # asked for nothing of the kind: it runs
 
 
 def test_a_call_repeating_a_tool_result_or_the_task_is_a_quotation(loop, server):
@@ -330,3 +375,10 @@ def test_content_as_parts_and_a_choice_without_delta_read_the_same_streamed(loop
     stream.events = events
     server.add(stream)
     assert loop("go", stream=True).text == "Hi"
+
+
+def test_the_persons_request_to_see_a_call_reaches_the_reading(loop, server):
+    server.add(reply(HERMES))
+    result = loop("Show me the tool call you would make to write hi to a.txt; don't run it.")
+    assert result.status == "answered" and not (loop.workdir / "a.txt").exists()
+    assert "write_file" in result.text
