@@ -518,15 +518,21 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 
 
 # --- Calls and mentions --------------------------------------------------------------------------
-# A payload is a call only where it stands as one (mention() says where it does not): outside code,
-# quotes, lists and tables; not inside a sentence; with nothing before it on its line or the line
-# before but markup, a word or two ("Sure.", "好的。"), or a sentence that announces the model's own
-# next step ("Let me look:", "I'll read the file.", "让我看看：") without showing or quoting
-# something; after thinking only where the thinking started the reply; and, when the reply goes
-# on after its last call, going on with such an announcement. It is no call either when it
-# repeats a call that a tool result or the person's message of the conversation holds. Where the
-# rules leave a doubt, it is text: a mention not run costs the model a step, a mention run can
-# destroy a file.
+# A payload is a call only where it stands as one (mention() says where it does not):
+# - its place: outside code (fences, `inline`, indented, <pre>, <code>, rST blocks), quotations
+#   (a quotation mark or bracket open before it, on its line or across lines; a blockquote), list
+#   items and table rows, and not inside a sentence (prose before it on its line that ends no
+#   sentence, or prose after it on its line); not after thinking it did not start with;
+# - its introduction: nothing before it on its line or the line before but markup, a word or two
+#   ("Sure.", "好的。"), a plan ("Here is my plan:" above a list), or a sentence that announces the
+#   model's own next step ("Let me look:", "I'll read the file.", "让我看看：", "Now run it.");
+#   never a sentence that names it an example, a format or a reference, presents or quotes it, or
+#   heads a document section; between calls, any sentence but those;
+# - what follows: when the reply goes on after its last call, it goes on with an announcement;
+# - what it repeats: no call that a tool result or the person's message of the conversation holds,
+#   and none at all when the person asked to see a call rather than to have it run.
+# Where the rules leave a doubt, it is text: a mention not run costs the model a step, a mention
+# run can destroy a file.
 LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
 CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
@@ -555,22 +561,28 @@ AFFIRMS = re.compile(
     r"gut|klar|хорошо|ладно|понял)\W*",
     re.I,
 )
-# A sentence that presents, shows or quotes what follows rather than doing it, or names it an
-# example: these keep it from being a call even when the sentence announces something
-DEMONSTRATES = re.compile(
+# A sentence that presents, shows or quotes what follows rather than doing it
+PRESENTS = re.compile(
     r"\b(?:here is|here's|here are|here it is|below is|show\w*|give you|quot\w*|past\w*|"
-    r"demonstrat\w*|illustrat\w*|sample|would|voici|voilà|montr\w*|hier ist|zeig\w*|aquí|"
-    r"mostr\w*|ecco|вот|показ\w*|покаж\w*|hier is|"
-    r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|like this|like so|"
-    r"such as|"
-    r"format|syntax|for reference|is how|are how|this way|typical|written as|par exemple|exemple|"
-    r"comme ceci|por ejemplo|ejemplo|zum beispiel|beispiel\w*|exemplo|esempio|например|пример\w*|"
-    r"образец|voorbeeld|przykład|örnek|exempel|contoh|παράδειγμα|příklad|приклад|ví dụ|mfano|"
-    r"esimerkki)\b"
-    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여"
+    r"demonstrat\w*|illustrat\w*|would|voici|voilà|montr\w*|hier ist|zeig\w*|aquí|"
+    r"mostr\w*|ecco|вот|показ\w*|покаж\w*|hier is)\b"
+    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여",
+    re.I,
+)
+# A sentence that names what follows an example, a format or a reference: never a call
+EXAMPLES = re.compile(
+    r"\b(?:for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|like this|"
+    r"like so|such as|sample|format|syntax|for reference|is how|are how|this way|typical|"
+    r"written as|par exemple|exemple|comme ceci|por ejemplo|ejemplo|zum beispiel|beispiel\w*|"
+    r"exemplo|esempio|например|пример\w*|образец|voorbeeld|przykład|örnek|exempel|contoh|"
+    r"παράδειγμα|příklad|приклад|ví dụ|mfano|esimerkki)\b"
     r"|例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|形如|参考|模板|以上|上面|就是"
     r"|例えば|例を|の例|以下のよう|このよう|形式|書式|예를|예시|다음과|형식|방식|उदाहरण|مثال|ตัวอย่าง|למשל|जैसे",
     re.I,
+)
+# A sentence that introduces the model's own plan: "Here is my plan:", "计划："
+PLANS = re.compile(
+    r"\b(?:my plan|the plan|plan|my steps|the steps)\s*[:：]|计划|步骤|手順|계획", re.I
 )
 # A sentence that says what something contains or looks like: no call, unless it announces one
 DESCRIBES = re.compile(
@@ -663,7 +675,11 @@ def announces(words: str, lenient: bool) -> bool:
     nothing of it ("Sure.", "好的。"). lenient (between calls): any sentence that does not introduce
     an example or a description."""
     sentence = last_sentence(words).strip()
-    if DEMONSTRATES.search(sentence) or DOCUMENT_LINE.match(sentence):
+    if EXAMPLES.search(sentence) or DOCUMENT_LINE.match(sentence):
+        return False
+    if PLANS.search(sentence):
+        return True
+    if PRESENTS.search(sentence):
         return False
     if ANNOUNCES.search(sentence):
         return True
@@ -774,7 +790,11 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
             joined.append((start, end, [payload]))
         after = MARKUP.match(text, joined[-1][1])
         if after:  # the markup after it, up to its last token
-            end = after.start() + len(after.group().rstrip())
+            run = after.group()
+            line_end = text.find("\n", after.end(), after.end() + 10_000)
+            if "\n" in run and text[after.end() : line_end if line_end >= 0 else None].strip():
+                run = run[: run.rfind("\n")]  # markup that opens a line of prose is that line's
+            end = after.start() + len(run.rstrip())
             joined[-1] = (joined[-1][0], max(end, joined[-1][1]), joined[-1][2])
     return joined
 
@@ -813,9 +833,7 @@ def recover_tool_calls(
     if not calls:
         return [], content, []
     kept.append(rest[at:])
-    text = "\n".join(piece.strip() for piece in kept if piece.strip())
-    tail = TOKENS_AT_END.search(text[-200:])  # an end token left after the text
-    text = text[: len(text) - len(tail.group())] if tail else text
+    text = "\n".join(filter(None, map(unwrapped, kept)))
     family = family_of(rest)
     names = ", ".join(c["function"]["name"] for c in calls)
     happened = (
@@ -824,6 +842,18 @@ def recover_tool_calls(
         + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
     )
     return calls, (content[:offset] + text + content[offset + len(rest) :]).rstrip(), [happened]
+
+
+def unwrapped(piece: str) -> str:
+    """Text between calls without the tokens at its edges (harmony's <|channel|>commentary
+    <|message|> before it, an end-of-turn token after it)."""
+    head = TOKEN_RUN.match(piece)
+    piece = piece[head.end() :] if head else piece
+    tail = TOKENS_AT_END.search(piece[-200:])
+    return (piece[: len(piece) - len(tail.group())] if tail else piece).strip()
+
+
+TOKEN_RUN = re.compile(rf"(?:{TOKEN}|\s)+")
 
 
 def text_call(name: str, arguments: dict) -> dict:
@@ -947,14 +977,15 @@ FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)", re.M)
 
 def fenced_blocks(text: str) -> list[tuple[int, int]]:
     """The fenced code blocks of text, as CommonMark closes them: a fence ends its block only with
-    the same character, at least as long, and nothing after it on its line; an unclosed block runs
-    to the end."""
+    the same character, at least as long, and nothing after it on its line (but tokens); an
+    unclosed block runs to the end."""
     blocks, opened = [], None
     for fence in FENCE_LINE.finditer(text):
         mark, rest = fence.group(1), fence.group(2)
         if opened is None:
             opened = (mark[0], len(mark), fence.start())
-        elif mark[0] == opened[0] and len(mark) >= opened[1] and not rest.strip():
+        # nothing after a closing fence but markup: DeepSeek V3 ends its fence with its end token
+        elif mark[0] == opened[0] and len(mark) >= opened[1] and not unwrapped(rest):
             blocks.append((opened[2], fence.end()))
             opened = None
     return blocks + ([(opened[2], len(text))] if opened else [])

@@ -265,6 +265,8 @@ MORE_ANNOUNCED += [
     "收到！这就为你创建文件。\n" + HERMES,
     "Sure! I'd be happy to help.\n" + HERMES,
     "I'll do the following:\n1. Write a.txt with the greeting\n2. Check it\n" + HERMES,
+    "Here is my plan:\n1. Write a.txt\n2. Check it\n\n" + HERMES,
+    "计划：\n1. 写入 a.txt\n2. 检查\n\n" + HERMES,
     'functionwrite_file\n```json\n{"path": "a.txt", "content": "hi"}\n```',  # DeepSeek V3, stripped
     HERMES + "\n\nThis will create the file with the requested content.",
 ]
@@ -382,3 +384,18 @@ def test_the_persons_request_to_see_a_call_reaches_the_reading(loop, server):
     result = loop("Show me the tool call you would make to write hi to a.txt; don't run it.")
     assert result.status == "answered" and not (loop.workdir / "a.txt").exists()
     assert "write_file" in result.text
+
+
+def test_every_familys_shape_beside_every_other_is_read_as_both():
+    # Rows don't swallow each other: each shape of test_dialects.SHAPES that starts with its markup,
+    # followed by each other, gives both shapes' calls.
+    from test_dialects import SHAPES
+
+    shapes = [
+        p.values
+        for p in SHAPES
+        if p.values[0].startswith(("<", "[", "{")) and not dialects.split_thinking(p.values[0])[0]
+    ]
+    for first, first_calls in shapes:
+        for second, second_calls in shapes:
+            assert recovered(first + "\n" + second) == first_calls + second_calls, (first, second)
