@@ -109,7 +109,7 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 # <answer>, ERNIE's <response>, Command A's <|START_RESPONSE|>, Apriel's [BEGIN FINAL RESPONSE],
 # Kimi K3's <|open|>response<|sep|>) is never printed.
 THINK_MARK = re.compile(
-    r"<\|?/?[\w:|.-]{0,30}?(?:think|thought|reasoning)[\w:|.-]{0,30}?\|?>"
+    r"<\|?/?[\w:|.-]{0,30}?(?:think|thought|reasoning)[\w:|.-]{0,30}?(?:\s[^<>]{0,100})?\|?>"
     r"|\[/?(?:THINK|THOUGHT|REASONING)\]|<\|(?:open|close)\|>think<\|sep\|>|<\|inner_(?:prefix|suffix)\|>"
     r"|<\|channel\|>analysis",
     re.I,
@@ -168,14 +168,23 @@ def split_thinking(content: str) -> tuple[str, str]:
 
 
 def marked_thinking(content: str) -> tuple[str, str]:
-    """Thinking between markers that name it, or under Granite's headers."""
+    """Thinking between markers that name it, or under Granite's headers; blocks one after
+    another are all thinking."""
+    thinking, answer = one_thinking(content)
+    while thinking and (more := one_thinking(answer))[0]:
+        thinking, answer = thinking + "\n" + more[0], more[1]
+    return thinking, answer
+
+
+def one_thinking(content: str) -> tuple[str, str]:
+    """The first thinking of content and the rest."""
     header = THINK_HEADER.match(content)
     if header:
         return header.group(1), response(content[header.end() :])
     outside = None  # found once, when a closing mark first needs it
     for mark in THINK_MARK.finditer(content):
         closing = bool(CLOSING.search(mark.group()))
-        if not closing and not content[: mark.start()].strip():  # thinking opens the reply
+        if not closing and not content[: mark.start()].strip(BLANK):  # thinking opens the reply
             close = next(
                 (m for m in THINK_MARK.finditer(content, mark.end()) if CLOSING.search(m.group())),
                 None,
@@ -188,16 +197,30 @@ def marked_thinking(content: str) -> tuple[str, str]:
             return content[: mark.start()], response(content[mark.end() :])
         if not closing:
             break  # thinking opened after some text: quoted, and so is what follows
+    opener = ANSWER_AFTER_THINKING.search(content)  # the template opened the thinking (Apriel)
+    if opener and content[: opener.start()].strip() and outside_code(content)(opener.start()):
+        return content[: opener.start()], response(content[opener.start() :])
     return "", response(content) if ANSWER_OPEN.match(content) else content
+
+
+BLANK = " \t\r\n\ufeff"  # and a byte-order mark
+ANSWER_AFTER_THINKING = re.compile(
+    r"^[ \t]*(?:\[BEGIN FINAL RESPONSE\]|<\|START_RESPONSE\|>|Here(?: is|'s) my response:)", re.M
+)
 
 
 def ends_thinking(text: str, at: int, length: int, outside) -> bool:
     """Whether a closing tag that no opening tag opened, at text[at], ends thinking rather than
-    being quoted: it ends its line or a tool call follows it (GLM-4.7), and it is not in code
-    (fenced, `inline` or indented: outside, from outside_code(text))."""
+    being quoted. It does outside code (fenced, `inline` or indented: outside, from
+    outside_code(text)) where it starts its line or ends a sentence ("Done.</think>Hi"), or where
+    it ends its line or a tool call follows it (GLM-4.7) and no word and space lead into it
+    ("the tag is </think>" quotes it)."""
+    line_start = text.rfind("\n", 0, at) + 1
+    before = text[max(line_start, at - 200) : at]
     line = text[at + length : at + length + 200].split("\n", 1)[0]  # bounded: a mark a line
-    ends = not line.strip() or line.lstrip().startswith(("<", "["))
-    return ends and outside(at)
+    after_a_sentence = not before.strip() or before.rstrip()[-1] in SENTENCE_END
+    ends = (not line.strip() or line.lstrip().startswith(("<", "["))) and not before.endswith(" ")
+    return (after_a_sentence or ends) and outside(at)
 
 
 def response(text: str) -> str:
@@ -212,6 +235,9 @@ def response(text: str) -> str:
 
 def no_answer(msg, thinking: str) -> str:
     """Why an empty reply is no answer, with the end of the model's reasoning if it sent any."""
+    refusal = msg.get("refusal") if isinstance(msg, dict) else getattr(msg, "refusal", None)
+    if isinstance(refusal, str) and refusal.strip():
+        return f"the model refused: {shorten(refusal, 300)}"
     reasoning = (reasoning_of(msg) or thinking).strip()
     why = "the model ended without an answer (no text and no tool calls)"
     return f"{why}; its reasoning ended: …{shorten(reasoning[-300:], 300)}" if reasoning else why

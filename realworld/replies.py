@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import config
 from realworld import dialects
-from realworld.guards import clean_text, hide_secrets, say, shorten, shown_url
+from realworld.guards import clean_text, hide_secrets, say, shorten, shown_url, visible
 from tools import TOOL_MAP, parameters
 
 PARAMETERS = {name: parameters(name) for name in TOOL_MAP}  # what a call written as text must give
@@ -277,6 +277,8 @@ def ask(send, base_url: str, model: str, quoting=()):
 def whole_reply(resp, model: str, quoting=()):
     """The reply, a stream put together; RequestFailed if it is an error or not a chat
     completion."""
+    if isinstance(resp, str):  # the SDK gives a body that is not JSON (a web page) as text
+        raise RequestFailed(not_a_completion(resp))
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
         resp = collect_stream(resp, model, quoting)
     # a 200 body that carries an error
@@ -320,6 +322,18 @@ def reply_problem(resp) -> str | None:
 # --- Streams: one reply rebuilt from its fragments -----------------------------------------------
 
 
+def not_a_completion(body: str) -> str:
+    """What a server that answered 200 with a body of text, not a chat completion, sent."""
+    if html_title(body) is not None:
+        what = plain_words(body)
+    else:
+        what = f"text ({shorten(hide_secrets(visible(body)), 80)})"
+    return (
+        f"the server answered with {what}, not a chat completion.\nThat is not an "
+        "OpenAI-compatible API's answer: check AGENT_BASE_URL (many servers want it to end in /v1)."
+    )
+
+
 def collect_stream(stream, model: str, quoting=()):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
@@ -339,11 +353,19 @@ def collect_stream(stream, model: str, quoting=()):
         message = merge(message, delta)
         finish_reason = choice.finish_reason or finish_reason
         error = error or (choice.model_extra or {}).get("error")
+    if finish_reason == "incomplete_stream" and not message["content"] and is_web_page(stream):
+        raise RequestFailed(not_a_completion("<html>"))
     message = finished(message)
     printer.end(message["content"])
     if calls:
         message["tool_calls"] = finished(calls)
     return completion(message, finish_reason, usage, model, error)
+
+
+def is_web_page(stream) -> bool:
+    """Whether a stream's HTTP response was a web page (text/html), not server-sent events."""
+    headers = getattr(getattr(stream, "response", None), "headers", None) or {}
+    return "html" in str(headers.get("content-type", ""))
 
 
 def delta_of(choice) -> dict:
@@ -605,7 +627,7 @@ def describe_tokens(counts: dict) -> str:
 # --- Errors: one or two lines the person can act on ----------------------------------------------
 
 CONTEXT_FULL = re.compile(
-    r"context length|context window|context size|too many tokens|prompt is too long", re.I
+    r"context[ _]length|context window|context size|too many tokens|prompt is too long", re.I
 )
 
 
@@ -671,7 +693,7 @@ def explain(error: Exception, base_url: str, model: str) -> str:
             "The conversation is longer than the model's context window: start a new one "
             "(without --resume), or lower AGENT_MAX_OUTPUT so that tool results take less of it."
         )
-    elif status in (400, 404) and model in detail:
+    elif status in (400, 404) and re.search(rf"(?<![\w.-]){re.escape(model)}(?![\w.-])", detail):
         hint = f"The server does not accept the model {model!r}; check AGENT_MODEL."
         if model in RETIRED_MODELS:
             hint += (
@@ -684,26 +706,64 @@ def explain(error: Exception, base_url: str, model: str) -> str:
 def error_text(error) -> str:
     """The provider's own words for an error, one line: its message and, if it gave one,
     its code. error is an exception (its body is read) or a body as sent: an object
-    ({"error": {"message", "code"}}, vLLM's flat {"message", "type"}, FastAPI's {"detail"}), a list
-    of those (Gemini) or plain text. The key is blanked out before the text is cut."""
+    ({"error": {"message", "code"}}, vLLM's flat {"message", "type"}, FastAPI's {"detail"}, a
+    list of its validation errors), a list of those (Gemini), a web page or plain text. The key is
+    blanked out before the text is cut."""
     body = error_body(error)
+    if body is None and isinstance(error, Exception):  # the SDK found no "error" in it
+        body = error_body(response_json(error))
     if isinstance(body, dict):
-        message = next(
-            (body[k] for k in ("message", "detail", "msg") if isinstance(body.get(k), str)), None
-        )
-        code = next(
-            (body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))),
-            None,
-        )
-        text = message or json.dumps(body, ensure_ascii=False, default=str)
-        text += f" ({code})" if code is not None and str(code) not in text else ""
-    elif isinstance(body, str) and html_title(body) is not None:
-        text = f"a web page titled {html_title(body)!r}" if html_title(body) else "a web page"
+        text = words_of(body)
     elif isinstance(body, str) and body.strip():
-        text = body
+        text = plain_words(body)
     else:
         text = getattr(error, "message", None) or str(error)
     return shorten(hide_secrets(text), 400)
+
+
+def words_of(body: dict) -> str:
+    """An error object's message and code: the message under the names servers use (a number
+    or an object too), FastAPI's list of validation errors, or the code alone."""
+    message = next((body[k] for k in ("message", "detail", "msg") if body.get(k) is not None), None)
+    if isinstance(message, list):  # FastAPI: [{"loc": [...], "msg": "field required"}, ...]
+        message = "; ".join(validation_error(item) for item in message[:5])
+    elif isinstance(message, dict):
+        message = words_of(message)
+    code = next(
+        (body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))), None
+    )
+    text = plain_words(str(message)) if message is not None else ""
+    if code is not None and str(code) not in text:
+        text = f"{text} ({code})" if text else str(code)
+    return text or json.dumps(body, ensure_ascii=False, default=str)[:400]
+
+
+def validation_error(item) -> str:
+    """One of FastAPI's validation errors: its message and where."""
+    if not isinstance(item, dict):
+        return str(item)
+    where = ".".join(str(part) for part in item.get("loc") or [] if part != "body")
+    return f"{item.get('msg', item)}" + (f" ({where})" if where else "")
+
+
+def plain_words(text: str) -> str:
+    """Text a server sent as its error: a web page as its title, a Python traceback as its last
+    line, anything else as it is."""
+    title = html_title(text)
+    if title is not None:
+        return f"a web page titled {title!r}" if title else "a web page"
+    if "Traceback (most recent call last)" in text:
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        return lines[-1] if lines else text
+    return text
+
+
+def response_json(error):
+    """The body of an error's HTTP response, parsed; None if it is not JSON."""
+    try:
+        return error.response.json()
+    except (AttributeError, ValueError, TypeError):
+        return None
 
 
 def error_code(error) -> str | None:
@@ -726,14 +786,17 @@ def error_body(error):
 
 def html_title(body) -> str | None:
     """An HTML page's title, or its first heading ("" if it has neither); None if body is not HTML.
-    Read with str.find, in one pass: a page can be as large as a hostile server makes it."""
-    if not isinstance(body, str) or not body.lstrip()[:200].lower().startswith(
-        ("<!doctype html", "<html", "<")
+    Scripts, styles and comments are not read. Read with str.find: a page can be as large as a
+    hostile server makes it."""
+    if not isinstance(body, str) or not body.lstrip()[:1].startswith("<"):
+        return None
+    lower = body[:200_000].translate(ASCII_LOWER)  # positions stay those of body
+    if not any(
+        tag in lower[:2000] for tag in ("<html", "<head", "<body", "<title", "<h1", "<!doctype")
     ):
         return None
-    lower = body.lower()
-    if "<html" not in lower[:1000] and "<head" not in lower[:1000] and "<body" not in lower[:1000]:
-        return None
+    for opening, closing in (("<script", "</script"), ("<style", "</style"), ("<!--", "-->")):
+        lower = hidden(lower, opening, closing)
     for tag in ("title", "h1"):
         start = lower.find(f"<{tag}")
         opened = lower.find(">", start) if start >= 0 else -1
@@ -743,3 +806,17 @@ def html_title(body) -> str | None:
             words = re.sub(r"<[^<>]{0,200}>", "", inside)
             return " ".join(html.unescape(words).split())[:200]
     return ""
+
+
+ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def hidden(lower: str, opening: str, closing: str) -> str:
+    """lower with every block from opening to closing blanked out, its length kept."""
+    pieces, at = [], 0
+    while (start := lower.find(opening, at)) >= 0:
+        end = lower.find(closing, start)
+        end = len(lower) if end < 0 else end + len(closing)
+        pieces += [lower[at:start], " " * (end - start)]
+        at = end
+    return "".join([*pieces, lower[at:]])

@@ -472,3 +472,66 @@ def test_a_new_conversation_on_the_same_client_is_no_shrinking_prompt(server, tm
         assert agent_module.run("go", client=client, workdir=tmp_path).status == "answered"
     assert "cutting the start of the prompt" not in capsys.readouterr().err
     assert [t["prompt"] for t in client.tokens] == [400, 900, 400, 900]
+
+
+# Error bodies by what they are (issue #22): each is one line in the provider's words, never
+# markup, a Python repr or a traceback.
+ERROR_BODIES = [
+    # a title inside a script or a comment is not the page's
+    (
+        502,
+        "<html><head><script>var a='<title>evil</title>';</script><!-- <title>no</title> -->"
+        "<title>Bad Gateway</title></head></html>",
+        "a web page titled 'Bad Gateway'",
+    ),
+    (404, "<title>404 page not found</title>", "a web page titled '404 page not found'"),  # Go
+    (500, {"error": {"message": "<html><title>T</title></html>"}}, "a web page titled 'T'"),
+    # FastAPI's validation errors
+    (
+        422,
+        {"detail": [{"loc": ["body", "messages"], "msg": "field required", "type": "missing"}]},
+        "field required (messages)",
+    ),
+    (400, {"error": {"code": "context_length_exceeded"}}, "context_length_exceeded"),
+    (400, {"error": {"message": 12345}}, "12345"),
+    (400, {"error": {"message": {"detail": "nested"}}}, "nested"),
+    (400, {"error": None, "message": "bad thing"}, "bad thing"),
+    (
+        500,
+        'Traceback (most recent call last):\n  File "x", line 1\nValueError: boom',
+        "ValueError: boom",
+    ),
+]
+
+
+@pytest.mark.parametrize(("status", "body", "said"), ERROR_BODIES)
+def test_an_error_body_is_read_by_what_it_is(loop, server, status, body, said):
+    server.add(Error(status, body=body))
+    first = loop("go").text.split("\n")[0]
+    assert first == f"the server answered HTTP {status}: {said}"
+
+
+def test_a_full_context_said_by_its_code_gets_its_advice(loop, server):
+    server.add(Error(400, body={"error": {"code": "context_length_exceeded"}}))
+    assert "longer than the model's context window" in loop("go").text
+
+
+def test_the_model_hint_needs_the_models_whole_name(server, tmp_path, capsys):
+    # AGENT_MODEL=m: an "m" inside other words is not the model
+    server.add(Error(400, "malformed messages"))
+    client = replies.Client(replies.openai_client(server.url, KEY, 30))
+    with pytest.raises(replies.RequestFailed) as failed:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "go"}])
+    assert "does not accept the model" not in str(failed.value)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
+def test_a_web_page_with_status_200_is_one_line_about_the_address(loop, server, streamed):
+    from scripted_server import Raw
+
+    page = b"<html><head><title>Login required</title></head></html>"
+    server.add(Raw(page, {"content-type": "text/html"}))
+    result = loop("go", stream=streamed)
+    assert result.status == "api_error"
+    assert result.text.startswith("the server answered with a web page")
+    assert "AGENT_BASE_URL" in result.text and "<" not in result.text

@@ -350,6 +350,11 @@ WRAPPED = [
     "Here is my thought process:\nplan\nHere is my response:\nHello",  # Granite
     "Here are my reasoning steps:\nplan\n[BEGIN FINAL RESPONSE]Hello[END FINAL RESPONSE]<|end|>",
     "plan</think>\n\nHello",  # the template opened it (DeepSeek-R1, Qwen3)
+    "plan.</think>Hello",  # a closing mark right after a sentence
+    "plan\n[BEGIN FINAL RESPONSE]\nHello\n[END FINAL RESPONSE]\n<|end|>",  # Apriel, opened
+    "<think>plan</think><think>more</think>\n\nHello",  # one block after another
+    "\ufeff<think>plan</think>Hello",  # a byte-order mark first
+    '<think type="deep">plan</think>Hello',
 ]
 
 
@@ -399,3 +404,20 @@ def test_every_familys_shape_beside_every_other_is_read_as_both():
     for first, first_calls in shapes:
         for second, second_calls in shapes:
             assert recovered(first + "\n" + second) == first_calls + second_calls, (first, second)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("The tag is </think>", "The tag is </think>"),
+        ("Use `<think>` tags.", "Use `<think>` tags."),
+    ],
+)
+def test_a_thinking_mark_quoted_in_prose_or_code_is_the_answer(text, answer):
+    assert dialects.split_thinking(text) == ("", answer)
+
+
+def test_a_refusal_is_said_as_the_reason_there_is_no_answer(loop, server):
+    server.add(reply(None, refusal="I can't help with that."))
+    result = loop("go")
+    assert result.status == "empty_answer" and "I can't help with that." in result.text
