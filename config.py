@@ -201,9 +201,16 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     group.add_argument(
         "--show", type=Path, metavar="TRANSCRIPT", help="print a transcript as a conversation"
     )
+    group.add_argument(
+        "--html",
+        nargs=2,
+        type=Path,
+        metavar=("TRANSCRIPT", "PAGE"),
+        help="write a transcript as one HTML page to open in a browser",
+    )
     options = parser.parse_args(argv)
     missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
-    if missing and not options.show:  # --show needs neither
+    if missing and not (options.show or options.html):  # --show and --html need neither
         raise ConfigError(
             f"{' and '.join(missing)} not installed here; in this folder run: "
             "python3 -m venv .venv && . .venv/bin/activate && pip install -e .  "

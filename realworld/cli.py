@@ -52,7 +52,7 @@ def command(argv: list[str] | None) -> int:
             stream.reconfigure(errors="replace")
     try:
         options = config.parse_options(argv)
-        source = options.show or options.replay or options.resume
+        source = options.show or options.replay or options.resume or (options.html or [None])[0]
         recorded = transcripts.read(source) if source else []
     # a bad setting (ConfigError), or a transcript that cannot be read
     except (OSError, ValueError) as e:
@@ -65,6 +65,8 @@ def command(argv: list[str] | None) -> int:
     if options.show:
         transcripts.show(recorded, SYSTEM_PROMPT)
         return 0
+    if options.html:
+        return write_page(recorded, options.html[1])
     # Never silently unsandboxed; this also fixes which bubblewrap every command will use.
     if config.SANDBOX and (problem := sandbox.problem(options.workdir)):
         say(f"agent: {problem}")
@@ -99,6 +101,19 @@ def command(argv: list[str] | None) -> int:
         processes.stop_all()  # a command's background processes end with the agent
         with contextlib.suppress(OSError):  # what a full disk kept in the file's buffer is lost
             transcript.close()
+
+
+def write_page(recorded: list[dict], path) -> int:
+    """--html: the transcript as one page; the exit status."""
+    from realworld import page
+
+    try:
+        path.write_text(page.page(recorded, SYSTEM_PROMPT), encoding="utf-8")
+    except OSError as e:
+        say(f"agent: cannot write the page: {e.strerror}: {e.filename}")
+        return 2
+    say(f"agent: wrote {path}; open it in a browser")
+    return 0
 
 
 def converse(options, task: str, recorded: list[dict], transcript) -> int:

@@ -1,0 +1,322 @@
+"""One self-contained HTML page of a transcript (python agent.py --html TRANSCRIPT OUT.html): the
+loop as a timeline, one step a row; the messages as the model saw them; tokens and time.
+
+A transcript is untrusted: the model, a tool or a server wrote most of it. Everything from it
+passes escape() and is shown as text, never as markup, and the page's Content-Security-Policy lets
+nothing load and nothing run but its own inline style and script, named by their hashes. The page
+reads as it is with scripts off; the script only adds folding, a filter and a step-through.
+"""
+
+import base64
+import hashlib
+import html
+import json
+
+from realworld import dialects, replies, transcripts
+from realworld.guards import hide_secrets, visible
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:70em;padding:1em;color:#222}
+h1{font-size:1.3em}h2{font-size:1.1em;margin:1.5em 0 .5em}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f4;padding:.4em .6em;margin:.3em 0;
+border-radius:4px;max-height:30em;overflow:auto}
+.step,.event{border-left:4px solid #8aa;padding:.2em .8em;margin:.8em 0}
+.step h3{font-size:1em;margin:.2em 0}.meta{color:#666;font-size:.9em}
+.call{border-left:3px solid #69c;padding-left:.6em;margin:.4em 0}
+.ok{color:#276}.error,.declined{color:#b33}.repair{color:#a60}
+.event{border-color:#ca6}.msg{border-left:3px solid #ccc;padding-left:.6em;margin:.4em 0}
+.msg.new{border-color:#e90}.role{font-weight:600}.hidden{display:none}
+nav{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ddd}
+.bar-prompt{fill:#9bd}.bar-cached{fill:#5a8}.bar-completion{fill:#e96}.bar-latency{fill:#aaa}
+.total{fill:none;stroke:#333;stroke-width:1.5}span.prompt{color:#47a}span.cached{color:#386}
+span.completion{color:#c63}
+"""
+
+SCRIPT = """
+document.documentElement.dataset.script = "ran";
+const steps = [...document.querySelectorAll(".step")];
+const messages = [...document.querySelectorAll(".msg[data-step]")];
+const slider = document.getElementById("at-step"), shown = document.getElementById("at-step-n");
+function showStep(n) {
+  shown.textContent = n;
+  for (const m of messages) {
+    const k = Number(m.dataset.step);
+    m.classList.toggle("hidden", k > n);
+    m.classList.toggle("new", k === n);
+  }
+}
+slider.max = steps.length; slider.value = steps.length; showStep(steps.length);
+slider.addEventListener("input", () => showStep(Number(slider.value)));
+document.getElementById("filter").addEventListener("input", (e) => {
+  const word = e.target.value.toLowerCase();
+  for (const s of steps) s.classList.toggle("hidden", !s.textContent.toLowerCase().includes(word));
+});
+for (const [id, open] of [["open-all", true], ["close-all", false]])
+  document.getElementById(id).addEventListener("click", () => {
+    for (const d of document.querySelectorAll("details")) d.open = open;
+  });
+"""
+
+
+def digest(code: str) -> str:
+    """A CSP source that allows exactly this inline code."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(code.encode()).digest()).decode() + "'"
+
+
+CSP = (
+    f"default-src 'none'; style-src {digest(STYLE)}; script-src {digest(SCRIPT)}; "
+    "img-src 'none'; base-uri 'none'; form-action 'none'"
+)
+
+
+def escape(text) -> str:
+    """Untrusted text as HTML text: markup escaped, invisible and bidi characters written as
+    escapes, the key and passwords hidden."""
+    return html.escape(visible(hide_secrets(text if isinstance(text, str) else str(text))))
+
+
+def page(events: list[dict], system_prompt: str) -> str:
+    """The whole page for a transcript's events; system_prompt: the agent's own."""
+    messages, steps, body = [], [], []
+    results = {id(e): found for e, found in transcripts.recorded_steps(events)}
+    for event in events:
+        body.append(row(event, messages, steps, results))
+    head = header(events, system_prompt, steps)
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{escape(title(events))}</title><style>{STYLE}</style></head><body>"
+        f"{head}{chart(steps)}<h2>The loop, step by step</h2>{''.join(body)}"
+        f"<h2 id=messages>The messages, as the model saw them</h2>{message_list(messages)}"
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )
+
+
+def title(events: list[dict]) -> str:
+    task = next((e.get("content", "") for e in events if e["type"] == "user/message"), "")
+    return f"mini-agent: {task[:80]}" if task else "mini-agent transcript"
+
+
+def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
+    """What the run was: model, server, workspace, the lesson's note, a system prompt that is not
+    the agent's own, the totals; and the controls."""
+    start = next((e for e in events if e["type"] == "run/start"), {})
+    task = next((e.get("content", "") for e in events if e["type"] == "user/message"), "")
+    parts = [f"<h1>mini-agent: {escape(task or 'a transcript')}</h1>"]
+    parts.append(
+        f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
+        f", working in {escape(start.get('workspace', '?'))}; {len(steps)} steps; "
+        f"{escape(replies.describe_tokens(replies.total_tokens([s['tokens'] for s in steps])))}"
+        "</p>"
+    )
+    if start.get("note"):
+        parts.append(f"<p class=note>{escape(start['note'])}</p>")
+    if start.get("system_prompt") not in (None, system_prompt):
+        parts.append(
+            "<details open><summary>system prompt, not this agent's own</summary>"
+            f"<pre>{escape(start['system_prompt'])}</pre></details>"
+        )
+    parts.append(
+        "<nav><input id=filter placeholder='filter steps'> <button id=open-all>open all</button> "
+        "<button id=close-all>close all</button> messages as of step "
+        "<input id=at-step type=range min=1 value=1> <span id=at-step-n></span> "
+        "<a href='#messages'>messages</a></nav>"
+    )
+    return "".join(parts)
+
+
+def row(event: dict, messages: list, steps: list, results: dict) -> str:
+    """One event of the timeline; messages and steps grow as the events are read."""
+    kind = event["type"]
+    if kind == "run/start" and not messages:
+        add_message(messages, {"role": "system", "content": event["system_prompt"]}, steps)
+        return ""
+    if kind == "user/message":
+        add_message(messages, {"role": "user", "content": event["content"]}, steps)
+        return f"<div class=event><b>task</b><pre>{escape(event['content'])}</pre></div>"
+    if kind == "assistant/message":
+        return step(event, messages, steps, results[id(event)])
+    if kind == "tool/result":
+        message = {"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]}
+        add_message(messages, message, steps)
+        return ""  # shown with its call, in the step
+    return other_event(event)
+
+
+def add_message(messages: list, message: dict, steps: list) -> None:
+    """A message, with the step whose request first sent it."""
+    messages.append({"message": message, "step": len(steps) + 1, "index": len(messages)})
+
+
+def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
+    """One step: what was sent, what came back, every call with its result, how it ended."""
+    number, message = len(steps) + 1, event["message"]
+    new = [m for m in messages if m["step"] == number]
+    tokens = replies.count_tokens(event.get("usage"))
+    steps.append({"tokens": tokens, "latency": event.get("latency_ms")})
+    add_message(messages, message, steps)
+    messages[-1]["step"] = number + 1  # sent back from the next request on
+    thinking, text = dialects.split_thinking(message.get("content") or "")
+    reasoning = dialects.reasoning_of(message) or thinking
+    parts = [
+        f"<div class=step id=step-{number}><h3>step {number}</h3>",
+        f"<p class=meta>request: {len(messages) - 1} messages, {len(new)} new ({new_roles(new)})"
+        f"; reply: {escape(event.get('finish_reason') or '?')}; {escape(token_line(tokens))}"
+        f"{latency(event)}</p>",
+    ]
+    if reasoning.strip():
+        parts.append(
+            f"<details><summary>thinking</summary><pre>{escape(reasoning)}</pre></details>"
+        )
+    if text.strip():
+        parts.append(f"<pre class=text>{escape(text)}</pre>")
+    parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in event.get("repairs") or []]
+    calls = calls_of(message)
+    for position, call in enumerate(calls):
+        by_id = [r for r in results if r.get("call_id") == call.get("id")]
+        result = by_id[0] if by_id else results[position] if position < len(results) else None
+        parts.append(call_and_result(call, result))
+    return "".join(parts) + "</div>"
+
+
+def calls_of(message: dict) -> list[dict]:
+    """The calls of a recorded message; when it holds none, those written in its text, as the
+    client recovers them (lesson 07)."""
+    if message.get("tool_calls"):
+        return message["tool_calls"]
+    calls = dialects.recover_tool_calls(message.get("content") or "", replies.PARAMETERS)[0]
+    return [{**c, "id": None, "recovered": True} for c in calls]
+
+
+def call_and_result(call: dict, result: dict | None) -> str:
+    """A call with its arguments as parsed JSON, and the result the transcript records for it."""
+    function = call.get("function") or {}
+    arguments = function.get("arguments") or ""
+    try:
+        shown = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        shown = arguments
+    label = " (recovered from the text)" if call.get("recovered") else ""
+    parts = [f"<div class=call><b>→ {escape(function.get('name', '?'))}</b>{label}"]
+    parts.append(f"<pre>{escape(shown)}</pre>")
+    if result is not None:
+        content = result.get("content", "")
+        state = "ok" if result.get("ok") else "declined" if "declined" in content else "error"
+        parts.append(f"<p class={state}>← {state}</p><pre>{escape(content)}</pre>")
+    return "".join(parts) + "</div>"
+
+
+def new_roles(new: list[dict]) -> str:
+    """The roles of the messages a request added: links to them in the list."""
+    return ", ".join(
+        f"<a href='#m{m['index']}'>{escape(m['message'].get('role', '?'))}</a>" for m in new
+    )
+
+
+def token_line(tokens: dict) -> str:
+    return replies.describe_tokens(tokens)
+
+
+def latency(event: dict) -> str:
+    ms = event.get("latency_ms")
+    return f"; {ms} ms" if isinstance(ms, (int, float)) else ""
+
+
+def other_event(event: dict) -> str:
+    """What the person or the agent did between steps: a turn's end, a resume, a replay's
+    divergence."""
+    kind = event["type"]
+    if kind == "turn/end":
+        error = f": {event['error']}" if event.get("error") else ""
+        return (
+            f"<div class=event><b>turn ended</b>: {escape(event.get('status', '?') + error)}</div>"
+        )
+    if kind == "run/resume":
+        return "<div class=event><b>resumed</b> with " + escape(event.get("model", "?")) + "</div>"
+    if kind == "replay/diverged":
+        return (
+            f"<div class=event><b>the replay diverged</b> at step {escape(event.get('step', '?'))}"
+            f": recorded <pre>{escape(event.get('recorded', ''))}</pre> now "
+            f"<pre>{escape(event.get('now', ''))}</pre></div>"
+        )
+    return f"<div class=event>{escape(kind)}</div>"
+
+
+def message_list(messages: list[dict]) -> str:
+    """Every message once, with the step whose request first sent it: the request of step N is
+    every message up to its own (the step-through shows exactly those)."""
+    parts = []
+    for m in messages:
+        message, shown = m["message"], dict(m["message"])
+        content = shown.pop("content", "") or ""
+        extra = json.dumps(shown, ensure_ascii=False, indent=1) if len(shown) > 1 else ""
+        parts.append(
+            f"<div class=msg id=m{m['index']} data-step={m['step']}><span class=role>"
+            f"{escape(message.get('role', '?'))}</span> <span class=meta>sent from step "
+            f"{m['step']} on</span><pre>{escape(content)}</pre>"
+            + (
+                f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"
+                if extra
+                else ""
+            )
+            + "</div>"
+        )
+    return "".join(parts)
+
+
+def chart(steps: list[dict]) -> str:
+    """Tokens per step as stacked bars (prompt not cached, cached, completion), the running total
+    as a line, drawn as inline SVG."""
+    if not steps:
+        return ""
+    width, height, gap = max(200, min(1000, 12 * len(steps))), 140, 2
+    bar = width / len(steps)
+    largest = max(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps) or 1
+    total, running, shapes = 0, [], []
+    grand = sum(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps) or 1
+    for i, s in enumerate(steps):
+        t = s["tokens"]
+        x, y = i * bar, height
+        for part, value in (
+            ("cached", t["cached"]),
+            ("prompt", t["prompt"] - t["cached"]),
+            ("completion", t["completion"]),
+        ):
+            h = value / largest * (height - 20)
+            y -= h
+            shapes.append(
+                f"<rect class=bar-{part} x={x:.1f} y={y:.1f} width={max(bar - gap, 1):.1f} "
+                f"height={h:.1f}><title>step {i + 1}: {value} {part} tokens</title></rect>"
+            )
+        total += t["prompt"] + t["completion"]
+        running.append(f"{x + bar / 2:.1f},{height - total / grand * (height - 20):.1f}")
+    return (
+        "<h2>Tokens per step</h2><svg role=img aria-label='tokens per step' "
+        f"viewBox='0 0 {width} {height}' width={width} height={height}>"
+        + "".join(shapes)
+        + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
+        "tokens</title></polyline></svg><p class=meta>Each bar is one step: <span class=cached>"
+        "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
+        "<span class=completion>completion tokens</span>; the line is the running total"
+        f" ({total} tokens).</p>{latency_chart(steps)}"
+    )
+
+
+def latency_chart(steps: list[dict]) -> str:
+    """The server's time per step, as bars; nothing for a replay, which has none."""
+    times = [s["latency"] if isinstance(s["latency"], (int, float)) else 0 for s in steps]
+    if not any(times):
+        return ""
+    width, height = max(200, min(1000, 12 * len(steps))), 60
+    bar, longest = width / len(steps), max(times)
+    bars = "".join(
+        f"<rect class=bar-latency x={i * bar:.1f} y={height - t / longest * height:.1f} "
+        f"width={max(bar - 2, 1):.1f} height={t / longest * height:.1f}><title>step {i + 1}: "
+        f"{t} ms</title></rect>"
+        for i, t in enumerate(times)
+    )
+    return (
+        f"<svg role=img aria-label='time per step' viewBox='0 0 {width} {height}' width={width} "
+        f"height={height}>{bars}</svg><p class=meta>The server's time per step, longest "
+        f"{longest} ms.</p>"
+    )

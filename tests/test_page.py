@@ -1,0 +1,206 @@
+"""A run's page (python agent.py --html TRANSCRIPT PAGE; realworld/page.py), opened in a real
+browser: Debian's Chromium, headless (.ci/run installs it). Without it the browser tests skip,
+saying why; CHROMIUM_REQUIRED=1 (set by .ci/run) makes that skip a failure."""
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import AGENT, ROOT, clean_env, events_of
+
+from agent import SYSTEM_PROMPT
+from realworld import page, transcripts
+from realworld.guards import visible
+
+LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
+PAGES = ROOT / "docs" / "lessons"
+CHROMIUM = next(
+    (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)),
+    None,
+)
+
+
+def browser():
+    """The browser's path; a skip (or, under CHROMIUM_REQUIRED, a failure) without one."""
+    if CHROMIUM is None:
+        if os.environ.get("CHROMIUM_REQUIRED"):
+            pytest.fail(
+                "CHROMIUM_REQUIRED is set and no Chromium is installed (apt-get install chromium)"
+            )
+        pytest.skip("no Chromium here: apt-get install chromium")
+    return CHROMIUM
+
+
+def dom(path, tmp_path) -> str:
+    """The page's DOM after its scripts ran, as headless Chromium dumps it."""
+    done = subprocess.run(
+        [
+            browser(),
+            "--headless",
+            "--no-sandbox",  # CI runs as root
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            path.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def written(tmp_path, transcript) -> Path:
+    """The page agent.py --html writes for a transcript."""
+    out = tmp_path / "page.html"
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--html", str(transcript), str(out)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    return out
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, lesson):
+    events = transcripts.read(lesson)
+    shown = dom(written(tmp_path, lesson), tmp_path)
+    assert 'data-script="ran"' in shown  # its own script ran
+    steps = [e for e in events if e["type"] == "assistant/message"]
+    assert len(re.findall(r'class="step" id="step-\d+"', shown)) == len(steps)
+    messages = transcripts.rebuild(events)
+    assert len(re.findall(r'class="msg[^"]*" id="m\d+"', shown)) == len(messages)
+    for result in (e for e in events if e["type"] == "tool/result"):
+        assert html.escape(visible(result["content"]), quote=False) in shown  # as the DOM says it
+    for step in steps:
+        for call in step["message"].get("tool_calls") or []:
+            assert f"→ {call['function']['name']}" in shown
+    assert "<svg" in shown and "running total" in shown
+
+
+HOSTILE = [
+    "<script>document.documentElement.dataset.pwned = 'script'</script>",
+    "</pre></script><script>document.documentElement.dataset.pwned = 'closed'</script>",
+    "<img src=x onerror=\"document.documentElement.dataset.pwned = 'img'\">",
+    "<a href=\"javascript:document.documentElement.dataset.pwned='link'\">click</a>",
+    "</style><style>body{display:none}</style>",
+    "<svg onload=\"document.documentElement.dataset.pwned = 'svg'\"></svg>",
+    "<meta http-equiv=refresh content='0;url=https://example.invalid/'>",
+    "evil \u202egnp.exe\u200b\u2066 and \x1b[2J",
+]
+
+
+def hostile_transcript(tmp_path):
+    """A transcript whose every field a model, a tool or a server could fill is an attack."""
+    text = "\n".join(HOSTILE)
+    lines = [
+        {
+            "type": "run/start",
+            "model": text,
+            "base_url": text,
+            "workspace": text,
+            "system_prompt": text,
+            "note": text,
+        },
+        {"type": "user/message", "content": text},
+        {
+            "type": "assistant/message",
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "reasoning_content": text,
+                "tool_calls": [
+                    {
+                        "id": text,
+                        "type": "function",
+                        "function": {"name": text, "arguments": json.dumps({"command": text})},
+                    }
+                ],
+            },
+            "finish_reason": text,
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2},
+            "repairs": [text],
+        },
+        {"type": "tool/result", "call_id": text, "name": text, "content": text, "ok": False},
+        {"type": "turn/end", "status": text, "error": text},
+    ]
+    path = tmp_path / "hostile.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines), encoding="utf-8")
+    return path
+
+
+def test_a_hostile_transcripts_page_runs_nothing_and_loads_nothing(tmp_path):
+    out = written(tmp_path, hostile_transcript(tmp_path))
+    source = out.read_text(encoding="utf-8")
+    # the only script and style are the page's own, and the policy allows only them, by hash
+    assert source.count("<script>") == 1 and source.count("<style>") == 1
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', source).group(1)
+    assert policy.startswith("default-src 'none';")
+    assert f"script-src {page.digest(page.SCRIPT)};" in policy
+    assert f"style-src {page.digest(page.STYLE)};" in policy
+    assert "unsafe" not in policy
+    for attack in (
+        "<img",
+        '<a href="javascript',
+        "<svg onload",
+        "<meta http-equiv=refresh",
+        "\u202e",
+    ):
+        assert attack not in source.replace(page.CSP, "")
+    assert "\\u202e" in source and "\\x1b" in source  # shown as escapes
+    shown = dom(out, tmp_path)
+    assert 'data-script="ran"' in shown and "data-pwned" not in shown
+    assert "&lt;script&gt;document.documentElement.dataset.pwned" in shown
+
+
+def test_the_lessons_pages_are_made_from_the_lessons(tmp_path):
+    # docs/lessons/ holds each lesson's page as --html writes it; the README links them.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for lesson in LESSONS:
+        committed = PAGES / f"{lesson.stem}.html"
+        made = page.page(transcripts.read(lesson), SYSTEM_PROMPT)
+        again = f"python agent.py --html examples/{lesson.name} docs/lessons/{committed.name}"
+        assert committed.read_text(encoding="utf-8") == made, f"make it again: {again}"
+        assert f"(docs/lessons/{lesson.stem}.html)" in readme
+    assert "![" in readme and "(docs/lesson-01.png)" in readme
+    assert (ROOT / "docs" / "lesson-01.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_screenshot_of_lesson_01_is_drawn(tmp_path):
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        [
+            browser(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1100,1400",
+            f"--screenshot={shot}",
+            (PAGES / "lesson-01.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000  # a page drawn, not a blank one
+
+
+def test_a_page_of_a_run_shows_what_the_person_did(tmp_path, agent, server):
+    from scripted_server import call, reply
+
+    server.add(reply(tool_calls=[call("run_shell", {"command": "rm -rf /"}, id="s1")]), reply("ok"))
+    result = agent("go", terminal="n not that\n")
+    html = page.page(events_of(result.transcript), SYSTEM_PROMPT)
+    assert "declined" in html and "not that" in html and "turn ended" in html
