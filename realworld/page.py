@@ -242,6 +242,9 @@ def other_event(event: dict) -> str:
     return f"<div class=event>{escape(kind)}</div>"
 
 
+PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
+
+
 def message_list(messages: list[dict]) -> str:
     """Every message once, with the step whose request first sent it: the request of step N is
     every message up to its own (the step-through shows exactly those)."""
@@ -249,6 +252,11 @@ def message_list(messages: list[dict]) -> str:
     for m in messages:
         message, shown = m["message"], dict(m["message"])
         content = shown.pop("content", "") or ""
+        if len(content) > PREVIEW and message.get("role") in ("tool", "assistant"):
+            # shown whole in its step: here its beginning, so that the page stays small
+            content = (
+                content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
+            )
         extra = json.dumps(shown, ensure_ascii=False, indent=1) if len(shown) > 1 else ""
         parts.append(
             f"<div class=msg id=m{m['index']} data-step={m['step']}><span class=role>"
