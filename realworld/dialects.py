@@ -259,8 +259,8 @@ def reasoning_of(message) -> str:
 # models write (a JSON object or list with the name and the arguments; NAME then a JSON object;
 # XML-like parameters; a Python call). The markup around payloads (special tokens, bare tags,
 # bracket tokens, separators) is read past and never printed, and the text around them stays the
-# content. A payload is a mention, never run, where its place says it is quoted (MENTIONS, in
-# mention()). FAMILIES records which model writes what; no row reads anything itself, so a family
+# content. A payload is a mention, never run, where its place says it is quoted (mention(),
+# below). FAMILIES records which model writes what; no row reads anything itself, so a family
 # that wraps a known payload in new markup needs no new code.
 
 B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as models also write it
