@@ -170,7 +170,9 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
         )
     if text.strip():
         parts.append(f"<pre class=text>{escape(text)}</pre>")
-    parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in event.get("repairs") or []]
+    repairs = event.get("repairs") or []
+    repairs = repairs if isinstance(repairs, list) else [repairs]  # a transcript written by hand
+    parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in repairs]
     calls = calls_of(message)
     for position, call in enumerate(calls):
         by_id = [r for r in results if r.get("call_id") == call.get("id")]
@@ -257,7 +259,7 @@ def message_list(messages: list[dict]) -> str:
             content = (
                 content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
             )
-        extra = json.dumps(shown, ensure_ascii=False, indent=1) if len(shown) > 1 else ""
+        extra = fields(shown) if len(shown) > 1 else ""
         parts.append(
             f"<div class=msg id=m{m['index']} data-step={m['step']}><span class=role>"
             f"{escape(message.get('role', '?'))}</span> <span class=meta>sent from step "
@@ -270,6 +272,14 @@ def message_list(messages: list[dict]) -> str:
             + "</div>"
         )
     return "".join(parts)
+
+
+def fields(message: dict) -> str:
+    """A message's other fields as JSON (its role, calls, reasoning, a provider's own)."""
+    try:
+        return json.dumps(message, ensure_ascii=False, indent=1)
+    except (ValueError, TypeError, RecursionError):
+        return repr(message)[:10_000]
 
 
 def chart(steps: list[dict]) -> str:
