@@ -38,14 +38,14 @@ const steps = [...document.querySelectorAll(".step")];
 const messages = [...document.querySelectorAll(".msg[data-step]")];
 const slider = document.getElementById("at-step"), shown = document.getElementById("at-step-n");
 function showStep(n) {
-  shown.textContent = n;
+  shown.textContent = n > steps.length ? "after the run" : "sent in step " + n;
   for (const m of messages) {
     const k = Number(m.dataset.step);
     m.classList.toggle("hidden", k > n);
     m.classList.toggle("new", k === n);
   }
 }
-slider.max = steps.length; slider.value = steps.length; showStep(steps.length);
+slider.max = steps.length + 1; slider.value = steps.length + 1; showStep(steps.length + 1);
 slider.addEventListener("input", () => showStep(Number(slider.value)));
 document.getElementById("filter").addEventListener("input", (e) => {
   const word = e.target.value.toLowerCase();
@@ -87,7 +87,8 @@ def page(events: list[dict], system_prompt: str) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{escape(title(events))}</title><style>{STYLE}</style></head><body>"
         f"{head}{chart(steps)}<h2>The loop, step by step</h2>{''.join(body)}"
-        f"<h2 id=messages>The messages, as the model saw them</h2>{message_list(messages)}"
+        "<h2 id=messages>The messages, as the model saw them</h2>"
+        f"{message_list(messages, len(steps))}"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
@@ -105,7 +106,7 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
     parts = [f"<h1>mini-agent: {escape(task or 'a transcript')}</h1>"]
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
-        f", working in {escape(start.get('workspace', '?'))}; {len(steps)} steps; "
+        f", working in {escape(start.get('workspace', '?'))}; {plural(len(steps), 'step')}; "
         f"{escape(replies.describe_tokens(replies.total_tokens([s['tokens'] for s in steps])))}"
         "</p>"
     )
@@ -118,9 +119,9 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
         )
     parts.append(
         "<nav><input id=filter placeholder='filter steps'> <button id=open-all>open all</button> "
-        "<button id=close-all>close all</button> messages as of step "
-        "<input id=at-step type=range min=1 value=1> <span id=at-step-n></span> "
-        "<a href='#messages'>messages</a></nav>"
+        "<button id=close-all>close all</button> | <a href='#messages'>the messages</a>, "
+        "<input id=at-step type=range min=1 value=1 aria-label='the messages of which step'> "
+        "<span id=at-step-n></span></nav>"
     )
     return "".join(parts)
 
@@ -247,7 +248,16 @@ def other_event(event: dict) -> str:
 PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
 
 
-def message_list(messages: list[dict]) -> str:
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def sent(step: int, steps: int) -> str:
+    """When the model first saw a message."""
+    return f"sent from step {step} on" if step <= steps else "after the last request: never sent"
+
+
+def message_list(messages: list[dict], steps: int) -> str:
     """Every message once, with the step whose request first sent it: the request of step N is
     every message up to its own (the step-through shows exactly those)."""
     parts = []
@@ -262,8 +272,8 @@ def message_list(messages: list[dict]) -> str:
         extra = fields(shown) if len(shown) > 1 else ""
         parts.append(
             f"<div class=msg id=m{m['index']} data-step={m['step']}><span class=role>"
-            f"{escape(message.get('role', '?'))}</span> <span class=meta>sent from step "
-            f"{m['step']} on</span><pre>{escape(content)}</pre>"
+            f"{escape(message.get('role', '?'))}</span> <span class=meta>{sent(m['step'], steps)}"
+            f"</span>{f'<pre>{escape(content)}</pre>' if content else ''}"
             + (
                 f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"
                 if extra
@@ -315,8 +325,9 @@ def chart(steps: list[dict]) -> str:
         + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
         "tokens</title></polyline></svg><p class=meta>Each bar is one step: <span class=cached>"
         "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
-        "<span class=completion>completion tokens</span>; the line is the running total"
-        f" ({total} tokens).</p>{latency_chart(steps)}"
+        "<span class=completion>completion tokens</span>"
+        + ("; the line is the running total" if len(steps) > 1 else "")
+        + f" ({total} tokens in all).</p>{latency_chart(steps)}"
     )
 
 
@@ -334,7 +345,7 @@ def latency_chart(steps: list[dict]) -> str:
         for i, t in enumerate(times)
     )
     return (
-        f"<svg role=img aria-label='time per step' viewBox='0 0 {width} {height}' width={width} "
-        f"height={height}>{bars}</svg><p class=meta>The server's time per step, longest "
-        f"{longest} ms.</p>"
+        "<h2>Time per step</h2><svg role=img aria-label='time per step' "
+        f"viewBox='0 0 {width} {height}' width={width} height={height}>{bars}</svg>"
+        f"<p class=meta>How long the server took to reply, each step; the longest {longest} ms.</p>"
     )
