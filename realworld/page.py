@@ -34,6 +34,7 @@ span.completion{color:#c63}
 
 SCRIPT = """
 document.documentElement.dataset.script = "ran";
+document.querySelector("nav").classList.remove("hidden");  // its controls work only with scripts
 const steps = [...document.querySelectorAll(".step")];
 const messages = [...document.querySelectorAll(".msg[data-step]")];
 const slider = document.getElementById("at-step"), shown = document.getElementById("at-step-n");
@@ -77,6 +78,8 @@ def escape(text) -> str:
 
 def page(events: list[dict], system_prompt: str) -> str:
     """The whole page for a transcript's events; system_prompt: the agent's own."""
+    # the key and passwords hidden at the one place everything passes, before anything is cut
+    events = json.loads(hide_secrets(json.dumps(events, ensure_ascii=False)))
     messages, steps, body = [], [], []
     results = {id(e): found for e, found in transcripts.recorded_steps(events)}
     for event in events:
@@ -118,8 +121,9 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
             f"<pre>{escape(start['system_prompt'])}</pre></details>"
         )
     parts.append(
-        "<nav><input id=filter placeholder='filter steps'> <button id=open-all>open all</button> "
-        "<button id=close-all>close all</button> | <a href='#messages'>the messages</a>, "
+        "<nav class=hidden><input id=filter placeholder='filter steps'> "
+        "<button id=open-all>open all</button> <button id=close-all>close all</button> | "
+        "<a href='#messages'>the messages</a>, "
         "<input id=at-step type=range min=1 value=1 aria-label='the messages of which step'> "
         "<span id=at-step-n></span></nav>"
     )
@@ -152,9 +156,9 @@ def add_message(messages: list, message: dict, steps: list) -> None:
 def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     """One step: what was sent, what came back, every call with its result, how it ended."""
     number, message = len(steps) + 1, event["message"]
-    new = [m for m in messages if m["step"] == number]
-    tokens = replies.count_tokens(event.get("usage"))
-    steps.append({"tokens": tokens, "latency": event.get("latency_ms")})
+    new = messages[steps[-1]["reply"] if steps else 0 :]  # what this request added
+    tokens = drawable(replies.count_tokens(event.get("usage")))
+    steps.append({"tokens": tokens, "latency": event.get("latency_ms"), "reply": len(messages)})
     add_message(messages, message, steps)
     messages[-1]["step"] = number + 1  # sent back from the next request on
     thinking, text = dialects.split_thinking(message.get("content") or "")
@@ -162,8 +166,8 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     parts = [
         f"<div class=step id=step-{number}><h3>step {number}</h3>",
         f"<p class=meta>request: {len(messages) - 1} messages, {len(new)} new ({new_roles(new)})"
-        f"; reply: {escape(event.get('finish_reason') or '?')}; {escape(token_line(tokens))}"
-        f"{latency(event)}</p>",
+        f"; reply: {escape(event.get('finish_reason') or '?')}; "
+        f"{escape(replies.describe_tokens(tokens))}{latency(event)}</p>",
     ]
     if reasoning.strip():
         parts.append(
@@ -174,12 +178,35 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     repairs = event.get("repairs") or []
     repairs = repairs if isinstance(repairs, list) else [repairs]  # a transcript written by hand
     parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in repairs]
-    calls = calls_of(message)
-    for position, call in enumerate(calls):
-        by_id = [r for r in results if r.get("call_id") == call.get("id")]
-        result = by_id[0] if by_id else results[position] if position < len(results) else None
-        parts.append(call_and_result(call, result))
-    return "".join(parts) + "</div>"
+    return "".join(parts + calls_and_results(calls_of(message), results)) + "</div>"
+
+
+def calls_and_results(calls: list[dict], results: list[dict]) -> list[str]:
+    """Each call with the result recorded for it: by its id, or else by its place."""
+    by_id = {}
+    for result in results:
+        by_id.setdefault(result.get("call_id"), result)
+    return [
+        call_and_result(
+            call,
+            by_id.get(call.get("id")) or (results[i] if i < len(results) else None),
+        )
+        for i, call in enumerate(calls)
+    ]
+
+
+def drawable(tokens: dict) -> dict:
+    """Token counts a chart can draw: whole numbers from 0 to a trillion, no more cached than
+    prompt tokens (a transcript written by hand may hold anything)."""
+    prompt, cached, completion = (amount(tokens[k]) for k in ("prompt", "cached", "completion"))
+    return {"prompt": prompt, "cached": min(cached, prompt), "completion": completion}
+
+
+def amount(value) -> int:
+    """A count or a time as a chart draws it: 0 for anything but a finite number from 0 up."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if 0 <= value <= 10**12 else 0
 
 
 def calls_of(message: dict) -> list[dict]:
@@ -216,13 +243,9 @@ def new_roles(new: list[dict]) -> str:
     )
 
 
-def token_line(tokens: dict) -> str:
-    return replies.describe_tokens(tokens)
-
-
 def latency(event: dict) -> str:
-    ms = event.get("latency_ms")
-    return f"; {ms} ms" if isinstance(ms, (int, float)) else ""
+    ms = amount(event.get("latency_ms"))
+    return f"; {ms} ms" if ms else ""
 
 
 def other_event(event: dict) -> str:
@@ -333,7 +356,7 @@ def chart(steps: list[dict]) -> str:
 
 def latency_chart(steps: list[dict]) -> str:
     """The server's time per step, as bars; nothing for a replay, which has none."""
-    times = [s["latency"] if isinstance(s["latency"], (int, float)) else 0 for s in steps]
+    times = [amount(s["latency"]) for s in steps]
     if not any(times):
         return ""
     width, height = max(200, min(1000, 12 * len(steps))), 60

@@ -204,3 +204,82 @@ def test_a_page_of_a_run_shows_what_the_person_did(tmp_path, agent, server):
     result = agent("go", terminal="n not that\n")
     html = page.page(events_of(result.transcript), SYSTEM_PROMPT)
     assert "declined" in html and "not that" in html and "turn ended" in html
+
+
+def step_event(usage, latency) -> dict:
+    return {
+        "type": "assistant/message",
+        "message": {"role": "assistant", "content": "x"},
+        "usage": usage,
+        "latency_ms": latency,
+    }
+
+
+def test_numbers_a_chart_cannot_draw_are_drawn_as_nothing():
+    # Python's json reads NaN, Infinity and integers of thousands of digits
+    huge = int("9" * 4000)
+    events = [
+        {"type": "run/start", "system_prompt": "s"},
+        step_event({"prompt_tokens": huge, "completion_tokens": huge}, float("nan")),
+        step_event({"prompt_tokens": 1, "prompt_cache_hit_tokens": 500}, float("inf")),
+        step_event({"prompt_tokens": -100, "completion_tokens": -5}, -5),
+        step_event({"prompt_tokens": 10, "completion_tokens": 2}, 0),
+    ]
+    html_page = page.page(events, SYSTEM_PROMPT)
+    drawn = " ".join(re.findall(r"<rect[^>]*>", html_page))
+    assert "nan" not in drawn and "inf" not in drawn and "=-" not in drawn
+
+
+def test_a_key_cut_by_a_preview_or_a_title_is_still_hidden(monkeypatch):
+    import config
+
+    key = "sk-A1b2C3d4E5f6G7h8J9k0L1m2N3o4P5q6R7"
+    monkeypatch.setattr(config, "HIDDEN_KEY", key)
+    events = [
+        {"type": "run/start", "system_prompt": "s"},
+        {"type": "user/message", "content": "x" * 60 + key + " rest"},
+        {
+            "type": "assistant/message",
+            "message": {
+                "role": "assistant",
+                "content": "y" * 1990 + key + "z" * 100,
+                "tool_calls": [],
+            },
+        },
+    ]
+    shown = page.page(events, SYSTEM_PROMPT)
+    assert key[:10] not in shown and "***" in shown
+
+
+def test_a_long_run_is_written_in_linear_time():
+    # 16,000 steps took 38 s when each step looked through every message
+    import time
+
+    events = [
+        {"type": "run/start", "system_prompt": "s"},
+        {"type": "user/message", "content": "go"},
+    ]
+    for i in range(16_000):
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": '{"path": "a"}'},
+        }
+        events.append(
+            {
+                "type": "assistant/message",
+                "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+            }
+        )
+        events.append(
+            {
+                "type": "tool/result",
+                "call_id": f"c{i}",
+                "name": "read_file",
+                "content": "ok",
+                "ok": True,
+            }
+        )
+    started = time.process_time()
+    page.page(events, SYSTEM_PROMPT)
+    assert time.process_time() - started < 20  # a bound that protects the machine: about 2 s
