@@ -259,7 +259,7 @@ def test_a_long_run_is_written_in_linear_time():
         {"type": "run/start", "system_prompt": "s"},
         {"type": "user/message", "content": "go"},
     ]
-    for i in range(16_000):
+    for i in range(6_000):
         call = {
             "id": f"c{i}",
             "type": "function",
@@ -282,4 +282,4 @@ def test_a_long_run_is_written_in_linear_time():
         )
     started = time.process_time()
     page.page(events, SYSTEM_PROMPT)
-    assert time.process_time() - started < 20  # a bound that protects the machine: about 2 s
+    assert time.process_time() - started < 10  # a bound that protects the machine: about 1 s

@@ -173,7 +173,7 @@ def test_a_folder_swapped_for_a_symlink_during_writes_never_leads_outside(tmp_pa
     )
     helper = subprocess.Popen([sys.executable, "-c", swapper, str(workspace), str(outside)])
     try:
-        for i in range(2000):
+        for i in range(800):  # the race, tried; test below: the swap after the check, made sure of
             # refused because the folder changed: right too
             with contextlib.suppress(ToolError, OSError):
                 tools.write_file(f"sub/f{i}.txt", "x", workdir=workspace)
