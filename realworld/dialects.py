@@ -364,9 +364,12 @@ def object_after(text: str, name: re.Match, _wanted=None):
         return None
     end = found[1]
     if "```" in glue.group():  # DeepSeek V3 closes the fence it opened
-        close = re.compile(r"\s*```").match(text, end)
+        close = FENCE_CLOSE.match(text, end)
         end = close.end() if close else end
     return arguments, head(text, name), end
+
+
+FENCE_CLOSE = re.compile(r"\s*```")
 
 
 def head(text: str, name: re.Match) -> int:
@@ -400,9 +403,6 @@ def gemma_object(text: str, at: int):
     return {k: v.strip() if isinstance(v, str) else v for k, v in arguments.items()}, found.end()
 
 
-# One parameter in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which may leave the
-# closing tag out), <parameter name="K">V</parameter> (MiniMax, DeepSeek's DSML), GLM's
-# <arg_key>K</arg_key><arg_value>V</arg_value>, and <K>V</K> (tags named after the parameters).
 @functools.cache
 def parameter_pattern(wanted: tuple[str, ...]) -> re.Pattern:
     """One parameter of a tool in the XML-like forms: <parameter=K>V</parameter> (Qwen3-Coder, which
@@ -809,7 +809,7 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
         gap_start = joined[-1][1] if joined else 0
         before = MARKUP_AT_END.search(text[max(gap_start, start - 300) : start])
         start -= len(before.group()) if before else 0
-        start += len(text[start : payload[2]]) - len(text[start : payload[2]].lstrip())
+        start = payload[2] - len(text[start : payload[2]].lstrip())  # no blank at its head
         if joined and not text[gap_start:start].strip(" \t\n,;[]"):
             joined[-1] = (joined[-1][0], end, [*joined[-1][2], payload])
         else:
@@ -838,12 +838,9 @@ def recover_tool_calls(
     if ASKS_FOR_A_CALL.match(asked[:10_000]):
         return [], content, []
     rest = split_thinking(content)[1]
-    # the answer may have come out of a wrapper (<answer>...</answer>)
-    offset = (
-        len(content) - len(rest) if content.endswith(rest) else content.rfind(rest) if rest else -1
-    )
-    offset = None if offset < 0 else offset
-    if offset is None or not rest.strip():  # harmony's final channel: no calls in it
+    # where it stands: at the end, or inside a wrapper it came out of (<answer>...</answer>)
+    offset = content.rfind(rest) if rest.strip() else -1
+    if offset < 0:  # nothing after thinking, or harmony's final channel: no calls in it
         return [], content, []
     outside, calls, kept, at, quoted = outside_code(rest), [], [], 0, None
     found_units = units(rest, payloads(rest, known))

@@ -72,8 +72,8 @@ CSP = (
 
 def escape(text) -> str:
     """Untrusted text as HTML text: markup escaped, invisible and bidi characters written as
-    escapes, the key and passwords hidden."""
-    return html.escape(visible(hide_secrets(text if isinstance(text, str) else str(text))))
+    escapes (page() has hidden the key and passwords already)."""
+    return html.escape(visible(text if isinstance(text, str) else str(text)))
 
 
 def page(events: list[dict], system_prompt: str) -> str:
@@ -97,7 +97,7 @@ def page(events: list[dict], system_prompt: str) -> str:
 
 
 def title(events: list[dict]) -> str:
-    task = next((e.get("content", "") for e in events if e["type"] == "user/message"), "")
+    task = transcripts.recorded_task(events)
     return f"mini-agent: {task[:80]}" if task else "mini-agent transcript"
 
 
@@ -105,8 +105,7 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
     """What the run was: model, server, workspace, the lesson's note, a system prompt that is not
     the agent's own, the totals; and the controls."""
     start = next((e for e in events if e["type"] == "run/start"), {})
-    task = next((e.get("content", "") for e in events if e["type"] == "user/message"), "")
-    parts = [f"<h1>mini-agent: {escape(task or 'a transcript')}</h1>"]
+    parts = [f"<h1>mini-agent: {escape(transcripts.recorded_task(events) or 'a transcript')}</h1>"]
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
         f", working in {escape(start.get('workspace', '?'))}; {plural(len(steps), 'step')}; "
@@ -158,7 +157,8 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     number, message = len(steps) + 1, event["message"]
     new = messages[steps[-1]["reply"] if steps else 0 :]  # what this request added
     tokens = drawable(replies.count_tokens(event.get("usage")))
-    steps.append({"tokens": tokens, "latency": event.get("latency_ms"), "reply": len(messages)})
+    ms = amount(event.get("latency_ms"))
+    steps.append({"tokens": tokens, "latency": ms, "reply": len(messages)})
     add_message(messages, message, steps)
     messages[-1]["step"] = number + 1  # sent back from the next request on
     thinking, text = dialects.split_thinking(message.get("content") or "")
@@ -167,7 +167,7 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
         f"<div class=step id=step-{number}><h3>step {number}</h3>",
         f"<p class=meta>request: {len(messages) - 1} messages, {len(new)} new ({new_roles(new)})"
         f"; reply: {escape(event.get('finish_reason') or '?')}; "
-        f"{escape(replies.describe_tokens(tokens))}{latency(event)}</p>",
+        f"{escape(replies.describe_tokens(tokens))}{f'; {ms} ms' if ms else ''}</p>",
     ]
     if reasoning.strip():
         parts.append(
@@ -243,11 +243,6 @@ def new_roles(new: list[dict]) -> str:
     )
 
 
-def latency(event: dict) -> str:
-    ms = amount(event.get("latency_ms"))
-    return f"; {ms} ms" if ms else ""
-
-
 def other_event(event: dict) -> str:
     """What the person or the agent did between steps: a turn's end, a resume, a replay's
     divergence."""
@@ -320,7 +315,7 @@ def chart(steps: list[dict]) -> str:
     as a line, drawn as inline SVG."""
     if not steps:
         return ""
-    width, height, gap = max(200, min(1000, 12 * len(steps))), 140, 2
+    width, height, gap = chart_width(steps), 140, 2
     bar = width / len(steps)
     largest = max(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps) or 1
     total, running, shapes = 0, [], []
@@ -354,12 +349,17 @@ def chart(steps: list[dict]) -> str:
     )
 
 
+def chart_width(steps: list[dict]) -> int:
+    """Pixels: 12 a step, from 200 to 1,000."""
+    return max(200, min(1000, 12 * len(steps)))
+
+
 def latency_chart(steps: list[dict]) -> str:
     """The server's time per step, as bars; nothing for a replay, which has none."""
-    times = [amount(s["latency"]) for s in steps]
+    times = [s["latency"] for s in steps]
     if not any(times):
         return ""
-    width, height = max(200, min(1000, 12 * len(steps))), 60
+    width, height = chart_width(steps), 60
     bar, longest = width / len(steps), max(times)
     bars = "".join(
         f"<rect class=bar-latency x={i * bar:.1f} y={height - t / longest * height:.1f} "

@@ -85,7 +85,7 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
-        message, repairs = reply_message(raw.choices[0].message, messages)
+        message, repairs = reply_message(raw.choices[0].message, messages, quoting)
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
         if self.prompt_was_cut(len(messages), self.tokens[-1]["prompt"]):
@@ -519,14 +519,14 @@ def quotable(messages: list[dict]) -> tuple[list[str], str]:
     return texts, asked if isinstance(asked, str) else ""
 
 
-def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
+def reply_message(msg, messages: list[dict], quoting=((), "")) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
     Every field the server sent goes back unchanged (rule 2: DeepSeek's reasoning_content,
     OpenRouter's reasoning and reasoning_details, Gemini's thought signatures on tool calls,
     whatever comes next), but for what every server needs made explicit (rule 1): content a string,
     never null (Ollama's and Mistral's templates reject null), and each tool call with a unique id,
-    a type and JSON arguments."""
+    a type and JSON arguments. quoting: what the conversation lets a reply quote (quotable())."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
     message = {
         "role": "assistant",
@@ -537,7 +537,7 @@ def reply_message(msg, messages: list[dict]) -> tuple[dict, list[str]]:
     # a tool call written as text, when the server did not parse it
     if not calls and message["content"]:
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], PARAMETERS, *quotable(messages)
+            message["content"], PARAMETERS, *quoting
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:

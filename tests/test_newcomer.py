@@ -11,31 +11,24 @@ import signal
 import subprocess
 import sys
 
-import forkserver
 import pytest
-from conftest import AGENT, KEY, ROOT, clean_env, events_of, msg_line, pdb_replay, posix_only
+from conftest import (
+    AGENT,
+    KEY,
+    ROOT,
+    clean_env,
+    events_of,
+    msg_line,
+    pdb_replay,
+    posix_only,
+    run_offline,
+)
 from scripted_server import Error, reply
 
 from realworld import transcripts
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 LESSONS = ROOT / "examples"
-
-
-def offline(tmp_path, *args: str, stdin: str = "", **start) -> subprocess.CompletedProcess:
-    """agent.py with no key and no server."""
-    command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
-    env = clean_env(AGENT_BASE_URL="https://api.deepseek.com")
-    return subprocess.run(
-        forkserver.command(command, env),
-        cwd=tmp_path,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        **start,
-    )
 
 
 def keyless_block() -> str:
@@ -120,12 +113,12 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
 
 
 def test_a_replay_says_what_its_lesson_shows_and_shows_it(tmp_path):
-    thinking = offline(tmp_path, "--replay", str(LESSONS / "lesson-05.jsonl"), "--yes")
+    thinking = run_offline(tmp_path, "--replay", str(LESSONS / "lesson-05.jsonl"), "--yes")
     before_step_1 = thinking.stderr.split("step 1:")[0]
     assert (
         "\nlesson: Written by hand" in "\n" + before_step_1 and "\n  thinking: " in thinking.stderr
     )
-    cut = offline(tmp_path, "--replay", str(LESSONS / "lesson-06.jsonl"), "--yes")
+    cut = run_offline(tmp_path, "--replay", str(LESSONS / "lesson-06.jsonl"), "--yes")
     assert (
         cut.returncode == 3
         and "  ✗ write_file(" in cut.stderr
@@ -167,7 +160,7 @@ def test_ctrl_c_in_the_first_instant_is_no_traceback(agent):
 
 
 def test_a_server_address_without_its_scheme_is_named(tmp_path):
-    done = offline(tmp_path, "--base-url", "127.0.0.1:9/v1", "go")
+    done = run_offline(tmp_path, "--base-url", "127.0.0.1:9/v1", "go")
     assert (done.returncode, done.stderr) == (
         2,
         "agent: the server address '127.0.0.1:9/v1' must start with http:// or https://\n",
@@ -181,7 +174,7 @@ def test_ctrl_d_at_the_prompt_leaves_the_shell_a_line_of_its_own(agent):
 
 
 def test_a_task_piped_beside_a_replay_is_said_to_be_unread(tmp_path):
-    done = offline(
+    done = run_offline(
         tmp_path, "--replay", str(LESSONS / "lesson-04.jsonl"), "--yes", stdin="another task\n"
     )
     assert "a replay answers its recorded task; standard input is not read" in done.stderr
