@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import config
 import tools
-from realworld import dialects, replies, transcripts
+from realworld import compaction, dialects, pauses, replies, transcripts
 from realworld.guards import say, shorten
 from tools import TOOLS
 
@@ -39,7 +39,8 @@ SYSTEM_PROMPT = (
 
 class Outcome(NamedTuple):
     """How run() ended. status: "answered", or why there is no answer ("max_steps", "api_error",
-    "interrupted", ...), as the transcript's turn/end records it. text: the answer, or why not."""
+    "interrupted", "paused", ...), as the transcript's turn/end records it. text: the answer, or
+    why not."""
 
     status: str
     text: str
@@ -54,23 +55,33 @@ def run(
     max_steps: int | None = None,
     workdir=None,
     yes: bool = False,
+    pause: bool = False,
+    approvals: dict | None = None,
     transcript=None,
 ) -> Outcome:
     """Work on task until the model answers, and say how it ended.
 
     messages: a conversation to continue (it grows in place). client: an openai.OpenAI, a replay,
     or a replies.Client (the settings' server if not given). model, max_steps, workdir: the
-    settings in config.py if not given. yes: run shell commands without asking. transcript: an
-    open file that records every step."""
+    settings in config.py if not given. yes: run shell commands without asking. pause: when a
+    command needs a yes, pause (status "paused") instead of asking at the terminal; with no
+    terminal a run always pauses. approvals: to go on after a pause, {call id: True, or the reason
+    to decline it}, with the same messages and task None (or the next task). transcript: an open
+    file that records every step."""
     client = replies.wrap(client)
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR
     if messages is None:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}]
-    add(messages, {"role": "user", "content": task}, transcript)
     try:
+        # A paused run goes on where it stopped: the calls it left open are answered first.
+        if outcome := go_on(messages, approvals or {}, workdir, yes, pause, transcript):
+            return outcome
+        if task is not None:
+            add(messages, {"role": "user", "content": task}, transcript)
         for step in range(1, max_steps + 1):
+            make_room(messages, client, model, transcript)  # a long conversation: lesson 10
             resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
             msg = resp.choices[0].message
             finish_reason = resp.choices[0].finish_reason
@@ -86,7 +97,10 @@ def run(
                 return outcome
             for call in msg.tool_calls:
                 name = call.function.name
-                result, ok = tools.run_call(name, call.function.arguments, workdir, yes)
+                result, ok = tools.run_call(name, call.function.arguments, workdir, yes, pause)
+                if result is None:  # a command waits for a yes nobody can give now
+                    outcome = paused(messages)
+                    return outcome
                 tool_message = {"role": "tool", "tool_call_id": call.id, "content": result}
                 add(messages, tool_message, transcript, name=name, ok=ok)
         outcome = Outcome("max_steps", f"reached MAX_STEPS ({max_steps}); raise --max-steps")
@@ -109,6 +123,14 @@ STOP_REASONS = {
         "the stream ended before the reply was complete; its tool calls were not run"
     ),
 }
+
+
+def make_room(messages: list[dict], client, model: str, transcript) -> None:
+    """Before a request: if the conversation would not fit the model's context window, compact it
+    (realworld/compaction.py): old tool results first, then a summary of the earliest turns."""
+    size = compaction.window(model, client)
+    if compaction.too_big(messages, TOOLS, client, size):
+        compaction.compact(messages, client, model, TOOLS, transcript)
 
 
 def add(messages: list[dict], message: dict, transcript, **details) -> None:
@@ -136,6 +158,34 @@ def final_answer(msg) -> Outcome:
     return Outcome("answered", answer.strip())
 
 
+def paused(messages: list[dict]) -> Outcome:
+    """How run() ends when a command waits for a yes: the calls from it on stay open."""
+    pauses.show_waiting(messages)
+    return Outcome("paused", pauses.explain(messages))
+
+
+def go_on(messages: list[dict], decided: dict, workdir, yes: bool, pause: bool, transcript):
+    """Answer the calls a paused run left open, in their order: an approved one runs, a declined
+    one gets its reason, any other is asked about as in the loop. An Outcome if the run pauses
+    again, None once every call has its answer."""
+    if mistake := pauses.mistaken(decided, messages):  # the calls stay open, as they were
+        return Outcome("paused", f"{mistake}; {pauses.explain(messages)}")
+    for call in pauses.open_calls(messages):
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        decision = pauses.decision(decided.get(call["id"]))
+        # if the agent is killed now, a --resume knows this call may have run (pauses.started())
+        transcripts.record(transcript, "tool/started", call_id=call["id"])
+        if decision is None or decision is True:
+            result, ok = tools.run_call(name, arguments, workdir, yes or decision is True, pause)
+        else:
+            result, ok = tools.declined(name, arguments, decision or ""), False
+        if result is None:
+            return paused(messages)
+        tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
+        add(messages, tool_message, transcript, name=name, ok=ok)
+    return None
+
+
 def interrupted(e: BaseException) -> Outcome:
     """How run() ended when an exception stopped it: Ctrl-C (or a signal handled as one), or an
     error, which the caller sees as it is."""
@@ -149,25 +199,30 @@ def interrupted(e: BaseException) -> Outcome:
 
 
 def finish(messages: list[dict], outcome: Outcome, transcript) -> None:
-    """Answer every call still open, say why the run stopped, record the end."""
+    """Answer every call still open (a pause leaves them for the person), say why the run
+    stopped, record the end."""
     reason = (
         outcome.text if outcome.status in ("interrupted", "error") else f"not run: {outcome.text}"
     )
+    if outcome.status == "paused":  # the caller says how to go on
+        pending = pauses.recorded(messages)
+        sealed = {"seal": pauses.seal(pending)} if transcript else {}
+        transcripts.record(transcript, "turn/end", status="paused", pending=pending, **sealed)
+        return
     close_open_calls(messages, reason, transcript)
-    if outcome.status == "api_error":
+    if outcome.status in ("api_error", "context_full"):
         say(f"agent: {outcome.text}")
     elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those
         say(f"stopped: {outcome.text}")
-    error = {"error": outcome.text} if outcome.status == "api_error" else {}
+    error = {"error": outcome.text} if outcome.status in ("api_error", "context_full") else {}
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
 
 
-def close_open_calls(messages: list[dict], reason: str, transcript) -> None:
-    """Answer each call of the last reply that has no tool message yet, with reason. All are
-    appended before any is recorded: a transcript that cannot be written leaves none open."""
-    last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
-    answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-    open_calls = [c for c in last.get("tool_calls") or [] if c["id"] not in answered]
+def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -> None:
+    """Answer each call of the last reply that has no tool message yet (or those of them whose
+    ids are in only), with reason. All are appended before any is recorded: a transcript that
+    cannot be written leaves none open."""
+    open_calls = [c for c in pauses.open_calls(messages) if only is None or c["id"] in only]
     closing = [{"role": "tool", "tool_call_id": c["id"], "content": reason} for c in open_calls]
     messages.extend(closing)
     for call, tool_message in zip(open_calls, closing, strict=True):

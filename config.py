@@ -32,6 +32,7 @@ NAMES = (
     "AGENT_TIMEOUT",
     "AGENT_SHELL_TIMEOUT",
     "AGENT_MAX_OUTPUT",
+    "AGENT_CONTEXT_WINDOW",
     "AGENT_SANDBOX",
     "AGENT_SANDBOX_NETWORK",
 )
@@ -107,6 +108,10 @@ TIMEOUT = number("AGENT_TIMEOUT", 300)
 SHELL_TIMEOUT = number("AGENT_SHELL_TIMEOUT", 60)  # seconds
 MAX_OUTPUT = int(number("AGENT_MAX_OUTPUT", 10_000, least=1000))  # characters of a tool result
 MAX_STEPS = 20  # model requests per task
+# tokens the model reads at most; 0 when not set: its family's (realworld/compaction.py)
+CONTEXT_WINDOW = (
+    int(number("AGENT_CONTEXT_WINDOW", 0, least=256)) if setting("AGENT_CONTEXT_WINDOW") else 0
+)
 MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds what one step adds
 # --sandbox: every command in an OS sandbox (realworld/sandbox.py)
 SANDBOX = setting("AGENT_SANDBOX") == "1"
@@ -125,6 +130,8 @@ settings (flag > environment > the .env beside agent.py, never one in the curren
                        (the SDK tries twice more after a timeout)
   AGENT_SHELL_TIMEOUT  seconds before a shell command is killed      default 60
   AGENT_MAX_OUTPUT     characters of a tool result kept for the model  default 10000
+  AGENT_CONTEXT_WINDOW tokens the model can read; past 3/4 of it, old turns are compacted
+                       default: the model family's (deepseek 128000, qwen3 40960, ...)
   AGENT_SANDBOX        1: as --sandbox                                default off
   AGENT_SANDBOX_NETWORK 1: sandboxed commands keep the network         default off
 
@@ -133,13 +140,15 @@ with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
 
 exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
   3 stopped without an answer (step limit, the reply was cut off, filtered or
-  empty, or a replay ran out of recorded replies), 130 interrupted (Ctrl-C;
+  empty, or a replay ran out of recorded replies), 4 paused: a command waits
+  for a yes (--resume RUN --approve or --reject), 130 interrupted (Ctrl-C;
   SIGTERM 143, SIGHUP 129), 141 stdout closed early
 
 examples:
   python agent.py "write hello.py that prints hello, then run it"
   python agent.py --replay examples/lesson-01.jsonl     (no key, no network)
   python agent.py --resume runs/20261130T101500123456Z.jsonl "now add a test"
+  python agent.py --resume runs/20261130T101500123456Z.jsonl --approve   (a paused run)
   echo "list the files" | python agent.py --yes
   AGENT_BASE_URL=http://localhost:11434/v1 AGENT_MODEL=qwen3 python agent.py "list the files"
 """
@@ -185,6 +194,18 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         metavar="PATH",
         help="where to write the transcript (runs/<UTC time>.jsonl)",
+    )
+    add(
+        "--approve",
+        nargs="*",
+        action="extend",
+        metavar="CODE",
+        help="with --resume: run the calls a paused run waits on (those codes, or all)",
+    )
+    add(
+        "--reject",
+        metavar="REASON",
+        help="with --resume: decline the waiting calls not approved, with a reason for the model",
     )
     add("--stream", action="store_true", help="print the answer as it is written")
     add("--trace", action="store_true", help="print each request and raw response on stderr")

@@ -228,14 +228,20 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
 TOOL_MAP = {"read_file": read_file, "write_file": write_file, "run_shell": run_shell}
 
 
-def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, bool]:
+def run_call(
+    name: str, arguments: str, workdir: Path, yes: bool, pause: bool = False
+) -> tuple[str | None, bool]:
     """Run one tool call, from its name and arguments (a JSON string) to the text the model reads
     back. Return (result, ok); every failure is a result the model can read. The call and its result
-    are shown to the person on stderr."""
+    are shown to the person on stderr. A command that needs a yes nobody can give now (no terminal,
+    or pause) is not run: (None, False), and the run pauses (agent.py)."""
     say(f"  → {name}({shorten(arguments, 120)})")
     try:
         args = check_args(name, arguments)
         if name == "run_shell" and not yes:
+            if (pause or not terminal()) and is_command(args["command"]):
+                say("  ⏸ waits for your yes")
+                return None, False
             # the person says yes or no at the terminal; no raises ToolError
             consent(args["command"])
         result, ok = TOOL_MAP[name](**args, workdir=workdir), True
@@ -254,8 +260,9 @@ def run_call(name: str, arguments: str, workdir: Path, yes: bool) -> tuple[str, 
 def check_args(name: str, arguments: str) -> dict:
     """The call's arguments, checked against what TOOLS shows the model; ToolError says
     what is wrong."""
-    if name not in TOOL_MAP:
-        raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(TOOL_MAP)}")
+    offered = [t["function"]["name"] for t in TOOLS]  # a subagent's TOOLS may be fewer
+    if name not in offered or name not in TOOL_MAP:
+        raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(offered)}")
     # Valid JSON: the client made it so (replies.tool_call()); what the model wrote may be a string.
     args = json.loads(arguments)
     if isinstance(args, str):  # what the model sent was not JSON; it was kept as a JSON string
@@ -267,8 +274,8 @@ def check_args(name: str, arguments: str) -> dict:
     unexpected = [p for p in args if p not in expected]
     if missing or unexpected:
         raise ToolError(
-            f"{name} takes {', '.join(expected)}; missing: {', '.join(missing) or 'none'}; "
-            f"unexpected: {', '.join(unexpected) or 'none'}"
+            f"{name} takes {', '.join(expected) or 'no arguments'}; missing: "
+            f"{', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
         )
     return args
 
@@ -280,6 +287,30 @@ def parameters(name: str) -> list[str]:
         for t in TOOLS
         if t["function"]["name"] == name
     )
+
+
+def terminal() -> bool:
+    """Whether a person can be asked: standard input is a terminal (not a pipe, a file, or
+    closed)."""
+    return bool(sys.stdin) and sys.stdin.isatty()
+
+
+def needs_yes(name: str, arguments: str) -> bool:
+    """Whether a call runs only after the person's yes: a command whose arguments parse. Arguments
+    that do not are refused without asking, so they are never approved blindly."""
+    try:
+        return name == "run_shell" and is_command(check_args(name, arguments)["command"])
+    except (ToolError, ValueError, TypeError, RecursionError):
+        return False
+
+
+def declined(name: str, arguments: str, reason: str) -> str:
+    """The result of a call the person declined before it could run (after a pause), as
+    consent() words it; shown as run_call() shows a call."""
+    result = f"error: declined by the user: {reason}" if reason else "error: declined by the user"
+    say(f"  → {name}({shorten(arguments, 120)})")
+    say(f"  ✗ {shorten(result, 160)}")
+    return clip(result)
 
 
 def is_command(command) -> bool:
@@ -296,12 +327,6 @@ def consent(command: str) -> None:
     sequence in it could otherwise draw a harmless line over the one that runs."""
     if not is_command(command):
         return  # run_shell refuses it without running anything
-    if not sys.stdin.isatty():  # nobody to ask: decline at once rather than wait on a pipe
-        say("agent: declined a shell command: nobody could be asked; pass --yes to allow them")
-        raise ToolError(
-            "declined: the user could not be asked (no terminal) and did not start the "
-            "agent with --yes"
-        )
     lines = command.split("\n")
     shown = shown_command(command, *screen())
     count = f"The command above has {len(lines)} lines. " if len(lines) > 1 else ""

@@ -57,6 +57,9 @@ def measure(command: list[str], server: ScriptedServer, folder: Path) -> dict:
         "AGENT_API_KEY": "bench",
         "AGENT_SHELL_TIMEOUT": "60",
         "AGENT_MAX_OUTPUT": "10000",
+        # the baseline sends the whole history: the agent must too (bench/compaction.py measures
+        # what compaction changes)
+        "AGENT_CONTEXT_WINDOW": "100000000",
     }
     # a file: a full pipe would block it
     with open(folder / "stderr.txt", "w+", encoding="utf-8") as stderr:

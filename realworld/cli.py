@@ -9,13 +9,20 @@ import contextlib
 import os
 import signal
 import sys
+from types import SimpleNamespace
 
 import config
 from agent import SYSTEM_PROMPT, Outcome, close_open_calls, run
-from realworld import processes, replies, sandbox, transcripts
+from realworld import compaction, pauses, processes, replies, sandbox, transcripts
 from realworld.guards import hide_secrets, say, shown_url, visible
+from tools import TOOLS
 
-EXIT_STATUS = {"answered": 0, "api_error": 1, "interrupted": 130}  # any other status: 3, no answer
+# any other status: 3, no answer
+EXIT_STATUS = {"answered": 0, "api_error": 1, "context_full": 1, "paused": 4, "interrupted": 130}
+
+# What the command line is running: for a tool that runs the loop itself (subagent.py) or changes
+# the agent (handoff.py). Set once, when the conversation starts.
+RUN = SimpleNamespace(client=None, messages=None, transcript=None, options=None)
 
 
 class Stopped(KeyboardInterrupt):
@@ -47,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def command(argv: list[str] | None) -> int:
     """main() without its quiet exits."""
+    if sys.stdin is None:  # closed by the shell (<&-): read as empty, never a person to ask
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (open for the whole run)
     for stream in (sys.stdout, sys.stderr):  # a Windows console may not encode every answer
         if stream:  # None when the shell closed it (>&-)
             stream.reconfigure(errors="replace")
@@ -54,11 +63,12 @@ def command(argv: list[str] | None) -> int:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume or (options.html or [None])[0]
         recorded = transcripts.read(source) if source else []
+        approvals = decided(options, recorded)
     # a bad setting (ConfigError), or a transcript that cannot be read
     except (OSError, ValueError) as e:
         say(
             f"agent: {e}"
-            if isinstance(e, config.ConfigError)
+            if isinstance(e, (config.ConfigError, pauses.NotApproved))
             else f"agent: cannot read the transcript: {e}"
         )
         return 2
@@ -78,8 +88,8 @@ def command(argv: list[str] | None) -> int:
             "recorded run: python agent.py --replay examples/lesson-01.jsonl"
         )
         return 2
-    task = read_task(options, recorded)
-    if not task and not sys.stdin.isatty():
+    task = read_task(options, recorded, going_on=approvals is not None)
+    if not task and approvals is None and not sys.stdin.isatty():
         say('agent: no task. Give one, as in: python agent.py "list the files"')
         return 2
     try:
@@ -93,7 +103,7 @@ def command(argv: list[str] | None) -> int:
         if number:
             signal.signal(number, stop_on_signal)
     try:
-        return converse(options, task, recorded, transcript)
+        return converse(options, task, recorded, transcript, approvals)
     except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
         say(f"agent: {e}; the run was stopped")
         return 1
@@ -116,28 +126,41 @@ def write_page(recorded: list[dict], path) -> int:
     return 0
 
 
-def converse(options, task: str, recorded: list[dict], transcript) -> int:
+def decided(options, recorded: list[dict]) -> dict | None:
+    """What --approve and --reject say of the resumed transcript's waiting calls; None when the
+    run is not going on from a pause."""
+    if options.approve is None and options.reject is None:
+        return {} if options.resume and pauses.is_paused(recorded) else None
+    if not options.resume:
+        raise pauses.NotApproved("--approve and --reject go with --resume TRANSCRIPT")
+    return pauses.decisions(recorded, options.approve, options.reject)
+
+
+def converse(options, task: str, recorded: list[dict], transcript, approvals) -> int:
     """Run the task, or ask for one task after another; print the token totals; return the
-    exit status."""
+    exit status. approvals: the decisions for a paused run's waiting calls, None if not paused."""
     replay = transcripts.Replay(recorded, options.replay) if options.replay else None
     where = replay.base_url if replay else shown_url(options.base_url)
     if replay:
         client = replies.Client(replay, options.stream, options.trace)
     else:
         client = replies.make_client(options.stream, options.trace, options.base_url)
-    if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
-        say(f"lesson: {recorded[0]['note']}")
-    if replay and (other := replay.other_task(task)):
-        say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
+    if not goes_on_from(recorded, options, replay, client, task):
+        return 2
     settings = {
         "model": options.model,
         "base_url": where,
         "workspace": str(options.workdir.resolve()),
+        "context_window": compaction.window(options.model, client),
     }
     messages = transcripts.start(
         recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript
     )
-    close_open_calls(messages, transcripts.UNANSWERED, transcript)  # a resumed run killed mid-step
+    if approvals is None:  # a resumed run killed mid-step; a paused one goes on (go_on())
+        close_open_calls(messages, transcripts.UNANSWERED, transcript)
+    else:  # killed while it ran what was approved: those may or may not have run
+        close_open_calls(messages, transcripts.UNANSWERED, transcript, pauses.started(recorded))
+    RUN.client, RUN.messages, RUN.transcript, RUN.options = client, messages, transcript, options
     say(
         f"{options.model} at {where}, working in {options.workdir}{sandbox.mode()}; "
         f"transcript: {transcript.name}"
@@ -152,10 +175,26 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
             f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless "
             "the network is yours"
         )
-    status = 0
-    for each in [task] if task else tasks():
-        outcome = turn(each, messages, options, client, transcript)
+    status, going_on = 0, approvals is not None
+    # going on from a pause: that turn first, the task (if any) after its open calls
+    todo = [task or None] if task or going_on else tasks()
+    if replay and not options.task:  # every task it recorded, one after another
+        todo = transcripts.recorded_tasks(recorded) or todo
+    for each in todo:
+        if each == "/compact":  # at the > prompt: make room now
+            if pauses.open_calls(messages):
+                say("agent: commands wait for a yes: approve or reject them before /compact")
+            else:
+                compaction.compact(messages, client, options.model, TOOLS, transcript, asked=True)
+            continue
+        asked = [m["role"] for m in messages].count("user")
+        outcome = turn(each, messages, options, client, transcript, approvals)
+        approvals = None
         status = EXIT_STATUS.get(outcome.status, 3)
+        if outcome.status == "paused":
+            say(pauses.how_to_go_on(transcript.name, len(pauses.waiting(messages)), bool(replay)))
+            if each and [m["role"] for m in messages].count("user") == asked:
+                say("agent: the task was not started, since commands still wait: give it again")
         if outcome.status == "answered" and not (
             options.stream and sys.stdout.isatty() and not replay  # printed
         ):
@@ -166,23 +205,64 @@ def converse(options, task: str, recorded: list[dict], transcript) -> int:
         say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens))}")
     if replay:
         replay.report(transcript)
-    return status if task else 0  # typed tasks: the session ended as asked
+    return status if task or going_on else 0  # typed tasks: the session ended as asked
 
 
-def turn(task: str, messages: list[dict], options, client, transcript) -> Outcome:
-    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered
-    every call and recorded the end before the interruption reaches here."""
-    try:
-        return run(
-            task,
-            messages,
-            client=client,
-            model=options.model,
-            max_steps=options.max_steps,
-            workdir=options.workdir,
-            yes=options.yes,
-            transcript=transcript,
+def goes_on_from(recorded: list[dict], options, replay, client, task: str) -> bool:
+    """Before a replayed or resumed conversation starts: what its transcript says that this run
+    keeps (the window a server said) or tells the person (the lesson's note, a handoff, another
+    task); False if a replay cannot work (it calls tools this agent does not have)."""
+    said = [e.get("window") for e in recorded if e["type"] == "context/window"]
+    # the server said it before; the person's AGENT_CONTEXT_WINDOW, if set, is taken instead
+    if options.resume and said and type(said[-1]) is int and said[-1] >= 256:
+        client.window = None if config.CONTEXT_WINDOW else said[-1]
+    if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
+        say(f"lesson: {recorded[0]['note']}")
+    if replay and (other := replay.other_tools()):
+        say(
+            f"replay: the recorded replies call {', '.join(map(repr, other))}, which this agent "
+            "does not have: replay it with the program its first line names"
         )
+        return False
+    handoffs = [e for e in recorded if e["type"] == "agent/handoff"] if options.resume else []
+    if handoffs:
+        say(
+            f"agent: this conversation was handed off (to {handoffs[-1].get('to')!r}); it goes "
+            "on with this program's own agent: its system prompt and its tools"
+        )
+    if replay and (other := replay.other_task(task)):
+        say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
+    return True
+
+
+def turn(task: str | None, messages: list[dict], options, client, transcript, approvals) -> Outcome:
+    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered
+    every call and recorded the end before the interruption reaches here. A request the server
+    refuses as longer than its context window gets the conversation compacted, and goes once
+    more."""
+    settings = {
+        "client": client,
+        "model": options.model,
+        "max_steps": options.max_steps,
+        "workdir": options.workdir,
+        "yes": options.yes,
+        "transcript": transcript,
+    }
+    try:
+        outcome = run(task, messages, approvals=approvals, **settings)
+        if outcome.status == "context_full":  # refused as too long: compact all it can, once
+            if client.window:
+                say(f"agent: the model reads {client.window:,} tokens at most: compacting")
+                # what the server said, for a --resume of this transcript to keep
+                transcripts.record(transcript, "context/window", window=client.window)
+            compaction.compact(messages, client, options.model, TOOLS, transcript, refused=True)
+            outcome = run(None, messages, **settings)
+        if outcome.status == "context_full":
+            say(
+                "agent: still too long after compacting: the task and its last results alone do "
+                "not fit; lower AGENT_MAX_OUTPUT, or start a new conversation"
+            )
+        return outcome
     except KeyboardInterrupt as e:  # tools.run_shell has already ended a running command
         if isinstance(e, Stopped):
             raise
@@ -210,10 +290,12 @@ def tasks():
             yield line.strip()
 
 
-def read_task(options, recorded: list[dict]) -> str:
-    """The task: from the command line, else the replayed transcript's, else piped in.
-    "" means ask for tasks."""
+def read_task(options, recorded: list[dict], going_on: bool = False) -> str:
+    """The task: from the command line, else the replayed transcript's, else piped in (not when
+    going on from a pause). "" means ask for tasks."""
     task = " ".join(options.task).strip()
+    if going_on:
+        return task
     if options.replay and not task:  # standard input stays unread: pdb may be reading it
         if not sys.stdin.isatty():
             say("agent: a replay answers its recorded task; standard input is not read")

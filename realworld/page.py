@@ -12,7 +12,7 @@ import hashlib
 import html
 import json
 
-from realworld import dialects, replies, transcripts
+from realworld import compaction, dialects, pauses, replies, transcripts
 from realworld.guards import hide_secrets, visible
 
 STYLE = """
@@ -20,8 +20,9 @@ body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:70em;padding:1e
 h1{font-size:1.3em}h2{font-size:1.1em;margin:1.5em 0 .5em}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f4;padding:.4em .6em;margin:.3em 0;
 border-radius:4px;max-height:30em;overflow:auto}
-.step,.event{border-left:4px solid #8aa;padding:.2em .8em;margin:.8em 0}
-.step h3{font-size:1em;margin:.2em 0}.meta{color:#666;font-size:.9em}
+.step,.event,.substep{border-left:4px solid #8aa;padding:.2em .8em;margin:.8em 0}
+.step h3,.substep h3{font-size:1em;margin:.2em 0}.sub{margin:.4em 0 .4em 1.2em}
+.substep{border-left-style:dashed}.meta{color:#666;font-size:.9em}
 .call{border-left:3px solid #69c;padding-left:.6em;margin:.4em 0}
 .ok{color:#276}.error,.declined{color:#b33}.repair{color:#a60}
 .event{border-color:#ca6}.msg{border-left:3px solid #ccc;padding-left:.6em;margin:.4em 0}
@@ -42,7 +43,7 @@ function showStep(n) {
   shown.textContent = n > steps.length ? "after the run" : "sent in step " + n;
   for (const m of messages) {
     const k = Number(m.dataset.step);
-    m.classList.toggle("hidden", k > n);
+    m.classList.toggle("hidden", k > n || Number(m.dataset.until || n) < n);
     m.classList.toggle("new", k === n);
   }
 }
@@ -81,9 +82,14 @@ def page(events: list[dict], system_prompt: str) -> str:
     # the key and passwords hidden at the one place everything passes, before anything is cut
     events = json.loads(hide_secrets(json.dumps(events, ensure_ascii=False)))
     messages, steps, body = [], [], []
-    results = {id(e): found for e, found in transcripts.recorded_steps(events)}
+    results = {id(e): found for e, found, _ in transcripts.recorded_steps(events)}
+    nested = {}  # a subagent's events, by the call they are under (subagent.py)
     for event in events:
-        body.append(row(event, messages, steps, results))
+        if "under" in event:
+            nested.setdefault(str(event["under"]), []).append(event)
+    for event in events:
+        if "under" not in event:
+            body.append(row(event, messages, steps, results, nested))
     head = header(events, system_prompt, steps)
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
@@ -129,8 +135,9 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
     return "".join(parts)
 
 
-def row(event: dict, messages: list, steps: list, results: dict) -> str:
-    """One event of the timeline; messages and steps grow as the events are read."""
+def row(event: dict, messages: list, steps: list, results: dict, nested: dict, sub=False) -> str:
+    """One event of the timeline; messages and steps grow as the events are read. sub: an event
+    of a subagent's own loop."""
     kind = event["type"]
     if kind == "run/start" and not messages:
         add_message(messages, {"role": "system", "content": event["system_prompt"]}, steps)
@@ -139,12 +146,34 @@ def row(event: dict, messages: list, steps: list, results: dict) -> str:
         add_message(messages, {"role": "user", "content": event["content"]}, steps)
         return f"<div class=event><b>task</b><pre>{escape(event['content'])}</pre></div>"
     if kind == "assistant/message":
-        return step(event, messages, steps, results[id(event)])
+        return step(event, messages, steps, results[id(event)], nested, sub)
     if kind == "tool/result":
         message = {"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]}
         add_message(messages, message, steps)
         return ""  # shown with its call, in the step
-    return other_event(event)
+    if kind == "context/compacted":  # from the next request on, what stands for what it replaced
+        replace_messages(messages, event, steps)
+    return other_event(event, nested)
+
+
+def replace_messages(messages: list, event: dict, steps: list) -> None:
+    """What a compaction replaced is sent until this step; what stands for it, from the next."""
+    live = [m for m in messages if "until" not in m]
+    replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+    for m in live:
+        call_id = m["message"].get("tool_call_id")
+        if m["message"].get("role") == "tool" and isinstance(replaced.get(call_id), str):
+            m["until"] = len(steps)
+            add_message(messages, {**m["message"], "content": replaced[call_id]}, steps)
+    summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
+    count, text = summary.get("replaced"), summary.get("text")
+    if isinstance(count, int) and isinstance(text, str) and count > 0:
+        live = [m for m in messages if "until" not in m]
+        first = 1 if live and live[0]["message"].get("role") == "system" else 0
+        for m in live[first : first + count]:
+            m["until"] = len(steps)
+        for message in compaction.summary_messages(text):
+            add_message(messages, message, steps)
 
 
 def add_message(messages: list, message: dict, steps: list) -> None:
@@ -152,8 +181,9 @@ def add_message(messages: list, message: dict, steps: list) -> None:
     messages.append({"message": message, "step": len(steps) + 1, "index": len(messages)})
 
 
-def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
-    """One step: what was sent, what came back, every call with its result, how it ended."""
+def step(event: dict, messages: list, steps: list, results: list, nested: dict, sub: bool) -> str:
+    """One step: what was sent, what came back, every call with its result (and the steps of a
+    subagent it started), how it ended."""
     number, message = len(steps) + 1, event["message"]
     new = messages[steps[-1]["reply"] if steps else 0 :]  # what this request added
     tokens = drawable(replies.count_tokens(event.get("usage")))
@@ -164,8 +194,11 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     thinking, text = dialects.split_thinking(message.get("content") or "")
     reasoning = dialects.reasoning_of(message) or thinking
     parts = [
-        f"<div class=step id=step-{number}><h3>step {number}</h3>",
-        f"<p class=meta>request: {len(messages) - 1} messages, {len(new)} new ({new_roles(new)})"
+        f"<div class=substep><h3>its step {number}</h3>"
+        if sub
+        else f"<div class=step id=step-{number}><h3>step {number}</h3>",
+        f"<p class=meta>request: {plural(len(messages) - 1, 'message')}, {len(new)} new "
+        f"({new_roles(new, link=not sub)})"
         f"; reply: {escape(event.get('finish_reason') or '?')}; "
         f"{escape(replies.describe_tokens(tokens))}{f'; {ms} ms' if ms else ''}</p>",
     ]
@@ -178,11 +211,12 @@ def step(event: dict, messages: list, steps: list, results: list[dict]) -> str:
     repairs = event.get("repairs") or []
     repairs = repairs if isinstance(repairs, list) else [repairs]  # a transcript written by hand
     parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in repairs]
-    return "".join(parts + calls_and_results(calls_of(message), results)) + "</div>"
+    return "".join(parts + calls_and_results(calls_of(message), results, nested)) + "</div>"
 
 
-def calls_and_results(calls: list[dict], results: list[dict]) -> list[str]:
-    """Each call with the result recorded for it: by its id, or else by its place."""
+def calls_and_results(calls: list[dict], results: list[dict], nested: dict) -> list[str]:
+    """Each call with the result recorded for it: by its id, or else by its place; and under it
+    the steps of a subagent it started."""
     by_id = {}
     for result in results:
         by_id.setdefault(result.get("call_id"), result)
@@ -190,6 +224,7 @@ def calls_and_results(calls: list[dict], results: list[dict]) -> list[str]:
         call_and_result(
             call,
             by_id.get(call.get("id")) or (results[i] if i < len(results) else None),
+            subagent(nested.pop(str(call.get("id")), []), nested),
         )
         for i, call in enumerate(calls)
     ]
@@ -218,8 +253,19 @@ def calls_of(message: dict) -> list[dict]:
     return [{**c, "id": None, "recovered": True} for c in calls]
 
 
-def call_and_result(call: dict, result: dict | None) -> str:
-    """A call with its arguments as parsed JSON, and the result the transcript records for it."""
+def subagent(events: list[dict], nested: dict) -> str:
+    """A subagent's own loop (subagent.py): its steps, numbered on their own, and its end."""
+    if not events:
+        return ""
+    messages, steps = [], []
+    results = {id(e): found for e, found, _ in transcripts.recorded_steps(events)}
+    rows = "".join(row(e, messages, steps, results, nested, sub=True) for e in events)
+    return f"<div class=sub><b>its own requests</b>{rows}</div>"
+
+
+def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
+    """A call with its arguments as parsed JSON, the steps of a subagent it started, and the
+    result the transcript records for it."""
     function = call.get("function") or {}
     arguments = function.get("arguments") or ""
     try:
@@ -228,7 +274,7 @@ def call_and_result(call: dict, result: dict | None) -> str:
         shown = arguments
     label = " (recovered from the text)" if call.get("recovered") else ""
     parts = [f"<div class=call><b>→ {escape(function.get('name', '?'))}</b>{label}"]
-    parts.append(f"<pre>{escape(shown)}</pre>")
+    parts.append(f"<pre>{escape(shown)}</pre>{inner}")
     if result is not None:
         content = result.get("content", "")
         state = "ok" if result.get("ok") else "declined" if "declined" in content else "error"
@@ -236,17 +282,30 @@ def call_and_result(call: dict, result: dict | None) -> str:
     return "".join(parts) + "</div>"
 
 
-def new_roles(new: list[dict]) -> str:
-    """The roles of the messages a request added: links to them in the list."""
-    return ", ".join(
-        f"<a href='#m{m['index']}'>{escape(m['message'].get('role', '?'))}</a>" for m in new
-    )
+def new_roles(new: list[dict], link: bool = True) -> str:
+    """The roles of the messages a request added: links to them in the list (a subagent's are
+    not in it)."""
+    roles = [escape(m["message"].get("role", "?")) for m in new]
+    if not link:
+        return ", ".join(roles)
+    return ", ".join(f"<a href='#m{m['index']}'>{r}</a>" for m, r in zip(new, roles, strict=True))
 
 
-def other_event(event: dict) -> str:
-    """What the person or the agent did between steps: a turn's end, a resume, a replay's
-    divergence."""
+def other_event(event: dict, nested: dict) -> str:
+    """What the person or the agent did between steps: a turn's end or pause, a resume, a
+    handoff, a replay's divergence."""
     kind = event["type"]
+    if kind == "turn/end" and event.get("status") == "paused":
+        return pause(event)
+    if kind == "context/compacted":
+        return compacted(event, nested)
+    if kind == "agent/handoff":
+        tools = event.get("tools") if isinstance(event.get("tools"), list) else []
+        return (
+            f"<div class=event><b>handed off</b> to {escape(event.get('to', '?'))}: from here its "
+            f"tools ({escape(', '.join(map(str, tools)))}) and its system prompt"
+            f"<pre>{escape(event.get('system_prompt', ''))}</pre></div>"
+        )
     if kind == "turn/end":
         error = f": {event['error']}" if event.get("error") else ""
         return (
@@ -263,6 +322,43 @@ def other_event(event: dict) -> str:
     return f"<div class=event>{escape(kind)}</div>"
 
 
+def compacted(event: dict, nested: dict) -> str:
+    """A compaction: the tokens before and after, each result replaced, the summary and the
+    request that wrote it."""
+    replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+    summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
+    parts = [
+        f"<div class=event><b>compacted</b>: about {escape(event.get('before', '?'))} → "
+        f"{escape(event.get('after', '?'))} tokens (window {escape(event.get('window', '?'))}); "
+        f"{plural(len(replaced), 'tool result')} replaced by a placeholder"
+    ]
+    if summary:
+        parts.append(
+            f", {escape(summary.get('replaced', '?'))} earlier messages by a summary"
+            f"<pre>{escape(summary.get('text', ''))}</pre>"
+            + subagent(nested.pop(str(summary.get("under")), []), nested)
+        )
+    for call_id, text in replaced.items():
+        parts.append(f"<details><summary>{escape(call_id)}</summary><pre>{escape(text)}</pre>")
+        parts.append("</details>")
+    return "".join(parts) + "</div>"
+
+
+def pause(event: dict) -> str:
+    """A pause, and each call it left waiting for the person's yes, with its code."""
+    waiting = event.get("pending") if isinstance(event.get("pending"), list) else []
+    waiting = [pauses.as_call(c) for c in waiting if isinstance(c, dict)]
+    waiting = [c for c in waiting if transcripts.is_call(c)]
+    verb = "waits" if len(waiting) == 1 else "wait"
+    parts = [f"<div class=event><b>paused</b>: {plural(len(waiting), 'call')} {verb} for a yes"]
+    for call in waiting:  # the code made of what is shown, never the one the transcript says
+        parts.append(
+            f"<p>⏸ code {pauses.code(call)}: {escape(call['function']['name'])}</p>"
+            f"<pre>{escape(call['function']['arguments'])}</pre>"
+        )
+    return "".join(parts) + "</div>"
+
+
 PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
 
 
@@ -270,9 +366,13 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def sent(step: int, steps: int) -> str:
-    """When the model first saw a message."""
-    return f"sent from step {step} on" if step <= steps else "after the last request: never sent"
+def sent(step: int, steps: int, until: int | None = None) -> str:
+    """When the model saw a message: from the step that first sent it, until a compaction."""
+    if step > steps or (until is not None and until < step):
+        return "after the last request: never sent"
+    if until is not None:
+        return f"sent in steps {step} to {until}; then compacted"
+    return f"sent from step {step} on"
 
 
 def message_list(messages: list[dict], steps: int) -> str:
@@ -289,8 +389,10 @@ def message_list(messages: list[dict], steps: int) -> str:
             )
         extra = fields(shown) if len(shown) > 1 else ""
         parts.append(
-            f"<div class=msg id=m{m['index']} data-step={m['step']}><span class=role>"
-            f"{escape(message.get('role', '?'))}</span> <span class=meta>{sent(m['step'], steps)}"
+            f"<div class=msg id=m{m['index']} data-step={m['step']}"
+            + (f" data-until={m['until']}" if "until" in m else "")
+            + f"><span class=role>{escape(message.get('role', '?'))}</span> <span class=meta>"
+            f"{sent(m['step'], steps, m.get('until'))}"
             f"</span>{f'<pre>{escape(content)}</pre>' if content else ''}"
             + (
                 f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"

@@ -39,7 +39,7 @@ PROMPT_CUT = (
     "the server counted fewer prompt tokens than on the step before, though the conversation only "
     "grew: it is cutting the start of the prompt (system prompt and task first). Give the model a "
     "larger context window (Ollama: OLLAMA_CONTEXT_LENGTH=32768 ollama serve, or num_ctx in a "
-    "Modelfile)."
+    "Modelfile), and set AGENT_CONTEXT_WINDOW to it, so that the agent compacts in time."
 )
 
 
@@ -48,6 +48,18 @@ class RequestFailed(Exception):
     status: how the run ends, as the transcript's turn/end records it."""
 
     status = "api_error"
+
+
+class ContextFull(RequestFailed):
+    """The server said the conversation does not fit the model's context window; window: the
+    size it named, in tokens, or None. The Client keeps it: the next request is compacted to fit
+    (realworld/compaction.py), so running on again (run(None, messages)) goes on."""
+
+    status = "context_full"
+
+    def __init__(self, text: str, window: int | None):
+        super().__init__(text)
+        self.window = window
 
 
 # --- The client ------------------------------------------------------------------------------
@@ -64,7 +76,10 @@ class Client:
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
         self.base_url = shown_url(str(getattr(inner, "base_url", "")))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
-        self.last = (0, 0, False)  # the last request's length and prompt tokens; warned yet
+        # the last request's conversation, length and prompt tokens; warned yet
+        self.last = (None, 0, 0, False)
+        self.window = getattr(inner, "window", None)  # tokens, once the server has said it
+        self.ratio = 1.0  # the server's count of prompt tokens against compaction's estimate
 
     def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
@@ -76,9 +91,16 @@ class Client:
             trace_request(model, messages, tools or [])
         send, quoting = self.inner.chat.completions.create, quotable(messages)
         started = time.monotonic()
-        raw = ask(
-            lambda: send(model=model, messages=messages, **request), self.base_url, model, quoting
-        )
+        try:
+            raw = ask(
+                lambda: send(model=model, messages=messages, **request),
+                self.base_url,
+                model,
+                quoting,
+            )
+        except ContextFull as e:  # the server's own window, for the next request to fit
+            self.window = e.window or self.window
+            raise
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
         latency_ms = None if replayed else round((time.monotonic() - started) * 1000)
@@ -88,7 +110,12 @@ class Client:
         message, repairs = reply_message(raw.choices[0].message, messages, quoting)
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
-        if self.prompt_was_cut(len(messages), self.tokens[-1]["prompt"]):
+        self.ratio = counted_against_estimate(
+            self.tokens[-1]["prompt"], messages, tools, self.ratio
+        )
+        # a conversation is its system prompt and tools: a subagent's or a handoff's is another
+        conversation = (str(messages[0] if messages else None), str(tools))
+        if self.prompt_was_cut(conversation, len(messages), self.tokens[-1]["prompt"]):
             say(f"agent: warning: {PROMPT_CUT}")
         return completion(
             message,
@@ -99,16 +126,31 @@ class Client:
             latency_ms=latency_ms,
         )
 
-    def prompt_was_cut(self, length: int, prompt: int) -> bool:
+    def prompt_was_cut(self, conversation: str, length: int, prompt: int) -> bool:
         """Whether the server counted fewer prompt tokens than for the request before, though the
         conversation only grew, the first time it does: it cut the prompt (Ollama keeps only its
-        window's end). A request no longer than the one before starts another conversation."""
-        last_length, last_prompt, warned = self.last
-        if length <= last_length:
+        window's end). A request no longer than the one before, or with another system prompt or
+        other tools, starts another conversation."""
+        last_conversation, last_length, last_prompt, warned = self.last
+        if length <= last_length or conversation != last_conversation:
             last_prompt, warned = 0, False
         cut = 0 < prompt < last_prompt and not warned
-        self.last = (length, prompt, warned or cut)
+        self.last = (conversation, length, prompt, warned or cut)
         return cut
+
+
+def counted_against_estimate(prompt: int, messages: list[dict], tools, ratio: float) -> float:
+    """The server's count of a request's prompt tokens against compaction's estimate of it, the
+    largest seen (realworld/compaction.py scales its estimate by it); ratio if the server said
+    no count."""
+    from realworld import compaction
+
+    guess = compaction.estimate(messages, tools)
+    if prompt <= 0 or guess <= 0:
+        return ratio
+    # at most 4: no tokenizer counts more than a token a byte and the estimate is bytes / 3; a
+    # server that reports more (usage summed over the session, a bad count) is not believed
+    return min(4.0, max(ratio, prompt / guess))
 
 
 def make_client(stream: bool = False, trace: bool = False, base_url: str | None = None) -> Client:
@@ -265,6 +307,8 @@ def ask(send, base_url: str, model: str, quoting=()):
                     "asking again"
                 )
                 continue
+            if context_full(e):
+                raise ContextFull(explain(e, base_url, model), window_of(e)) from None
             raise RequestFailed(explain(e, base_url, model)) from None
         # chunks of another shape: the SDK builds them without checking
         except (AttributeError, TypeError) as e:
@@ -627,8 +671,61 @@ def describe_tokens(counts: dict) -> str:
 # --- Errors: one or two lines the person can act on ----------------------------------------------
 
 CONTEXT_FULL = re.compile(
-    r"context[ _]length|context window|context size|too many tokens|prompt is too long", re.I
+    r"context[ _]?length|context[ _]?window|context size|context limit|too many tokens"
+    r"|prompt (?:is )?too long|prompt_too_long|input is too long"
+    r"|max(?:imum)? (?:model|prompt|input) length"
+    r"|range of input length|token limit|tokens?\W.{0,60}must (?:be <=|have less than)"
+    r"|must have less than \d+ tokens|exceeds the maximum number of tokens",
+    re.I,
 )
+# The window a context error names, in the words servers use (each source's own message):
+# OpenAI, DeepSeek, OpenRouter and vLLM "maximum context length is 4096 tokens"; LM Studio
+# "context length of only 4096"; llama.cpp "n_ctx": 4096 in its body; Anthropic "> 200000
+# maximum"; Mistral "32768 maximum context length"; Gemini "tokens allowed (1048576)"; TGI
+# "must be <= 4096". The number beside the word for a limit, not the request's own count.
+# A limit written as a comparison is the plainest: "198000 + 8192 > 200000", "must be <= 4096".
+# A count of tokens: "8192", "8,192", "8 192", "8_192" (a thin or no-break space too).
+COUNT = r"(\d{1,3}(?:[,_ \u202f\u00a0]\d{3})+(?!\d)|\d{3,}(?!\d))"
+# What follows the request's own count, never a window's: "9000 tokens requested".
+ASKED = r"(?!\s*(?:tokens?\s+)?(?:requested|received|given|were|in the|resulted))"
+COMPARED = re.compile(rf"(?:>|<=|≤)\s*{COUNT}(?![\d,]*\s*-)")
+WINDOW = re.compile(
+    rf"(?:context (?:length|window|size)|n_ctx|maximum|max\b|allowed|limit|exceeds?\b|supports"
+    rf"|less than|context tokens is)(?:(?!\bby\b|exceeded|requested|\bhas\b|contains)\D)"
+    # not "exceeded ... by N" (Ollama), "exceeded: N" or "requested N": the request's own count
+    rf"{{0,28}}?{COUNT}{ASKED}"
+    rf"|{COUNT}\s*(?:tokens?\s*)?(?:maximum|max\b|context|limit|allowed)"
+    rf"|should be \[\d+,\s*{COUNT}\]",  # DashScope: "Range of input length should be [1, N]"
+    re.I,
+)
+
+
+def context_full(error: Exception) -> bool:
+    """Whether a failed request says the conversation is longer than the model's context: a
+    refusal (400, 413, 422) or an error in the middle of a stream, in the server's words or in
+    a provider's that a gateway passed on (OpenRouter's metadata.raw)."""
+    status = getattr(error, "status_code", None)
+    if status not in (None, 400, 413, 422) or not isinstance(error, Exception):
+        return False
+    body = error_body(error)
+    text = (
+        error_text(error)
+        + " "
+        + (json.dumps(body)[:4_000] if isinstance(body, (dict, list)) else "")
+    )
+    return bool(CONTEXT_FULL.search(text))
+
+
+def window_of(error: Exception) -> int | None:
+    """The context window a context error names, in tokens, or None when it names none."""
+    body = error_body(error)
+    text = error_text(error) + " " + (json.dumps(body) if isinstance(body, (dict, list)) else "")
+    matches = [*COMPARED.finditer(text[:4_000]), *WINDOW.finditer(text[:4_000])]
+    for match in matches:
+        size = int(re.sub(r"\D", "", next(g for g in match.groups() if g)))
+        if 512 <= size <= 100_000_000:  # not a status code, such as "(400)"
+            return size
+    return None
 
 
 def explain(error: Exception, base_url: str, model: str) -> str:
@@ -688,10 +785,15 @@ def explain(error: Exception, base_url: str, model: str) -> str:
                 else "."
             )
         )
-    elif status in (400, 413) and CONTEXT_FULL.search(detail):
+    elif context_full(error):
+        size = window_of(error)
         hint = (
-            "The conversation is longer than the model's context window: start a new one "
-            "(without --resume), or lower AGENT_MAX_OUTPUT so that tool results take less of it."
+            f"The conversation is longer than the model's context window ({size:,} tokens): "
+            "the agent compacts it and tries once more."
+            if size
+            else "The conversation is longer than the model's context window, which the server "
+            "did not say: the agent compacts it and tries once more; set AGENT_CONTEXT_WINDOW "
+            "to the window, and it compacts in time."
         )
     elif status in (400, 404) and re.search(rf"(?<![\w.-]){re.escape(model)}(?![\w.-])", detail):
         hint = f"The server does not accept the model {model!r}; check AGENT_MODEL."

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import config
+import tools
 from realworld import replies
 from realworld.guards import hide_secrets, say, shorten, visible
 
@@ -23,6 +24,7 @@ EVENT_FIELDS = {
     "user/message": ("content",),
     "assistant/message": ("message",),
     "tool/result": ("call_id", "name", "content"),
+    "tool/started": ("call_id",),
     "turn/end": ("status",),
 }
 
@@ -45,8 +47,22 @@ def record(transcript, event: str, **fields) -> None:
         )
 
 
+class Nested:
+    """The transcript of a run inside a tool call (a subagent's, subagent.py): its events go to the
+    run's own transcript, each marked "under" the id of the call that started it, so that rebuild()
+    leaves them out of the conversation and --show, --replay and the page find them."""
+
+    def __init__(self, transcript, under: str):
+        self.transcript, self.under = transcript, under
+        self.name = getattr(transcript, "name", None)
+
+
 def write(transcript, event: dict) -> None:
     """Write one event as one line, and flush it."""
+    if isinstance(transcript, Nested):
+        event, transcript = {**event, "under": transcript.under}, transcript.transcript
+        if transcript is None:
+            return
     try:
         # The key and passwords never reach a file someone may share, whichever field a server
         # or a tool put them in.
@@ -181,6 +197,8 @@ def read(path: Path) -> list[dict]:
 def bad_field(event: dict) -> str | None:
     """The first needed field of an event that holds something else than the agent records
     there, or None."""
+    if "under" in event and not isinstance(event["under"], str):
+        return "under"
     if event["type"] != "assistant/message":
         return next(
             (f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None
@@ -211,9 +229,12 @@ def is_call(call) -> bool:
 
 
 def rebuild(events: list[dict]) -> list[dict]:
-    """The messages a transcript records: its system prompt, then every message in order."""
+    """The messages a transcript records: its system prompt, then every message in order (a
+    subagent's are its own conversation, not this one's)."""
     messages = []
     for event in events:
+        if "under" in event:
+            continue
         if event["type"] == "run/start" and not messages:
             messages.append({"role": "system", "content": event["system_prompt"]})
         elif event["type"] == "user/message":
@@ -224,6 +245,10 @@ def rebuild(events: list[dict]) -> list[dict]:
             messages.append(
                 {"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]}
             )
+        elif event["type"] == "context/compacted":
+            from realworld import compaction
+
+            compaction.apply(messages, event)
     return messages
 
 
@@ -251,14 +276,26 @@ class Replay:
     def __init__(self, events: list[dict], path: Path):
         self.events, self.base_url, self.diverged = events, f"replay of {path}", []
         self.replaying = True  # the Client shows no server time for a recorded reply
-        self.steps = recorded_steps(events)
+        self.steps, self.served = recorded_steps(events), 0
+        # the window the run was recorded with, so that it compacts where the recording did
+        start = next((e for e in events if e["type"] == "run/start"), {})
+        size = start.get("context_window")
+        self.window = size if isinstance(size, int) and size >= 256 else None
+        # where the recorded run was refused as too long, the replay is refused too, so that it
+        # compacts and goes on as the recording did
+        self.refusals, self.refused = refusals(events), set()
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], **request):
-        # replies given so far in this run
-        step = len([m for m in messages if m["role"] == "assistant"])
-        if 0 < step <= len(self.steps):
-            self.compare(self.steps[step - 1][1], messages, step)
+        if self.served in self.refusals and self.served not in self.refused:
+            self.refused.add(self.served)
+            raise replies.ContextFull(*self.refusals[self.served])
+        # The replies are given in the order they were recorded, whichever conversation asks:
+        # a subagent's steps were recorded between its caller's.
+        step, self.served = self.served, self.served + 1
+        before = self.steps[step][2] if step < len(self.steps) else None
+        if before is not None:
+            self.compare(self.steps[before][1], messages, before + 1)
         if step >= len(self.steps):
             raise ReplayEnded(
                 "the transcript has no more recorded replies; this run needs more steps than "
@@ -299,6 +336,16 @@ class Replay:
                 "tool results"
             )
 
+    def other_tools(self) -> list[str]:
+        """The tools the recorded replies call that this agent does not have (a lesson made with
+        subagent.py or handoff.py, replayed by agent.py)."""
+        called = [
+            call["function"]["name"]
+            for event, _, _ in self.steps
+            for call in event["message"].get("tool_calls") or []
+        ]
+        return sorted({name for name in called if name not in tools.TOOL_MAP})
+
     def other_task(self, task: str) -> str:
         """The recorded task, shortened, if it is not task ("" if it is): the recorded replies
         answer that one."""
@@ -306,28 +353,60 @@ class Replay:
         return "" if task == recorded_one else shorten(recorded_one, 100)
 
 
-def recorded_steps(events: list[dict]) -> list[tuple[dict, list[dict]]]:
-    """Each recorded reply with the tool results recorded after it."""
-    steps = []
+def recorded_steps(events: list[dict]) -> list[tuple[dict, list[dict], int | None]]:
+    """Each recorded reply with the tool results recorded after it in its own conversation (a
+    subagent's steps come between its caller's), and the index of the reply before it in that
+    conversation (None for its first)."""
+    steps, last = [], {}  # the last reply of each conversation: None, or a subagent's call id
+    for event in events:
+        under = event.get("under")
+        if event["type"] == "assistant/message":
+            steps.append((event, [], last.get(under)))
+            last[under] = len(steps) - 1
+        elif event["type"] == "tool/result" and under in last:
+            steps[last[under]][1].append(event)
+        elif event["type"] == "user/message" and under is not None:
+            last.pop(under, None)  # a new subagent under the same call id starts afresh
+    return steps
+
+
+def refusals(events: list[dict]) -> dict:
+    """{the number of replies recorded before it: (its words, the window it named)} for each
+    request the recorded run had refused as longer than the context window."""
+    found, served, last = {}, 0, None
     for event in events:
         if event["type"] == "assistant/message":
-            steps.append((event, []))
-        elif event["type"] == "tool/result" and steps:
-            steps[-1][1].append(event)
-    return steps
+            served += 1
+        elif event["type"] == "turn/end" and event.get("status") == "context_full":
+            last = served
+            found[served] = (str(event.get("error") or "the context window is full"), None)
+        elif (
+            event["type"] == "context/window" and last in found and type(event.get("window")) is int
+        ):
+            found[last] = (found[last][0], event["window"])
+    return found
 
 
 def recorded_task(events: list[dict]) -> str:
     """The first task a transcript records."""
-    return next((e["content"] for e in events if e["type"] == "user/message"), "")
+    return next(iter(recorded_tasks(events)), "")
+
+
+def recorded_tasks(events: list[dict]) -> list[str]:
+    """Every task a transcript records, in order (not a subagent's)."""
+    return [e["content"] for e in events if e["type"] == "user/message" and "under" not in e]
 
 
 def show(events: list[dict], system_prompt: str) -> None:
     """Print a transcript as a conversation, without running anything."""
+    from realworld import pauses
+
     for line in shown(events, system_prompt):
         # What a model or a tool wrote may hold escape sequences, and a transcript written by
         # another agent the key.
         print(visible(hide_secrets(line)))
+    if pauses.last_end(events).get("status") == "paused" and not pauses.is_paused(events):
+        print("[the calls this pause recorded no longer wait in it: it was changed, or went on]")
 
 
 def shown(events: list[dict], system_prompt: str):
@@ -335,32 +414,84 @@ def shown(events: list[dict], system_prompt: str):
     in full."""
     used = []
     for event in events:
-        kind = event["type"]
-        if kind == "run/start":
-            yield (
-                f"[{event.get('model')} at {event.get('base_url')}, working in "
-                f"{event.get('workspace')}]"
-            )
-            if event["system_prompt"] != system_prompt:
-                yield (
-                    f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n"
-                    "[end of system prompt]"
-                )
-        elif kind == "user/message":
-            yield f"\nuser: {event['content']}"
-        elif kind == "assistant/message":
-            message = event["message"]
-            if message.get("content"):
-                yield f"\nassistant: {message['content']}"
-            for call in message.get("tool_calls", []):
-                yield (
-                    f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
-                )
-            used.append(replies.count_tokens(event.get("usage")))
-        elif kind == "tool/result":
-            yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
-        elif kind == "turn/end":
-            yield f"[turn ended: {event['status']}" + (
-                f": {event['error']}]" if event.get("error") else "]"
-            )
+        for line in shown_event(event, system_prompt, used):
+            if "under" in event:  # a subagent's steps, under the call that started them
+                line = "\n".join(f"    {part}" if part else part for part in line.split("\n"))
+            yield line
     yield f"[total: {replies.describe_tokens(replies.total_tokens(used))}]"
+
+
+def shown_event(event: dict, system_prompt: str, used: list):
+    """The lines --show prints for one event; used gathers each reply's tokens."""
+    kind = event["type"]
+    if kind == "run/start":
+        yield (
+            f"[{event.get('model')} at {event.get('base_url')}, working in "
+            f"{event.get('workspace')}]"
+        )
+        if event["system_prompt"] != system_prompt:
+            yield (
+                f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n"
+                "[end of system prompt]"
+            )
+    elif kind == "user/message":
+        asker = "user" if "under" not in event else "subagent, asked"
+        if str(event.get("under")).startswith("compaction-"):
+            asker = "asked for a summary"
+        content = shorten(event["content"], 300) if "under" in event else event["content"]
+        yield f"\n{asker}: {content}"
+    elif kind == "assistant/message":
+        message = event["message"]
+        if message.get("content"):
+            yield f"\nassistant: {message['content']}"
+        for call in message.get("tool_calls", []):
+            yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+        used.append(replies.count_tokens(event.get("usage")))
+    elif kind == "tool/result":
+        yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
+    elif kind == "turn/end" and event["status"] == "paused":
+        yield from shown_pause(event)
+    elif kind == "turn/end":
+        yield f"[turn ended: {event['status']}" + (
+            f": {event['error']}]" if event.get("error") else "]"
+        )
+    elif kind == "context/compacted":
+        summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
+        replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+        yield (
+            f"[compacted: about {event.get('before')} → {event.get('after')} tokens (window "
+            f"{event.get('window')}): {len(replaced)} tool result(s) replaced by a placeholder"
+            + (
+                f", {summary.get('replaced')} earlier message(s) by this summary:]"
+                if summary
+                else "]"
+            )
+        )
+        if summary:
+            yield f"  {summary.get('text')}"
+    elif kind == "agent/handoff":
+        yield (
+            f"[handed off to {event.get('to')}: from here its system prompt and its tools "
+            f"({', '.join(map(str, event.get('tools') or []))})]"
+        )
+
+
+def shown_pause(event: dict):
+    """A pause, and each command it recorded as waiting for a yes, whole, with its code made of
+    what is shown (pauses.code()): never the code a transcript says."""
+    from realworld import pauses
+
+    waiting = event.get("pending") if isinstance(event.get("pending"), list) else []
+    waiting = [c for c in waiting if isinstance(c, dict) and is_call(pauses.as_call(c))]
+    yield (
+        f"[turn paused: {len(waiting)} command(s) waiting for a yes; go on with --resume and "
+        "--approve [CODE ...] or --reject REASON]"
+    )
+    for call in waiting:
+        try:
+            command = tools.shown_command(json.loads(call.get("arguments"))["command"])
+        except (AttributeError, TypeError, ValueError, KeyError, RecursionError):
+            command = f"    {call.get('arguments')}"
+        made = pauses.code(pauses.as_call(call))
+        name, call_id = pauses.one_line(call["name"]), pauses.one_line(call["call_id"])
+        yield f"  ⏸ [{made}] {name}, id {call_id}:\n{command}"

@@ -85,14 +85,16 @@ class Agent:
         key: str = KEY,
         stdin=subprocess.PIPE,
         fresh: bool = False,
+        program: Path = AGENT,
     ):
-        """Start the agent; return the process and its transcript path. fresh: started by a new
-        interpreter, not forked from one that has imported the SDK (forkserver.py)."""
+        """Start the agent (or program: subagent.py, handoff.py); return the process and its
+        transcript path. fresh: started by a new interpreter, not forked from one that has imported
+        the SDK (forkserver.py)."""
         self.runs += 1
         transcript = self.tmp_path / f"transcript-{self.runs}.jsonl"
         command = [
             sys.executable,
-            str(AGENT),
+            str(program),
             "--base-url",
             self.server.url,
             "--workdir",
@@ -216,20 +218,35 @@ def read_fifo(fd: int, until_eof: bool) -> bytes:
             return data
 
 
-def run_offline(tmp_path, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    """agent.py with no key and no server: only a replay can work."""
-    command = [sys.executable, str(AGENT), "--workdir", str(tmp_path / "work"), *args]
+def run_offline(
+    tmp_path, *args: str, stdin: str = "", terminal: str | None = None, program: Path = AGENT
+) -> subprocess.CompletedProcess:
+    """agent.py (or program) with no key and no server: only a replay can work. terminal: what a
+    person types on a pseudo-terminal as its stdin."""
+    command = [sys.executable, str(program), "--workdir", str(tmp_path / "work"), *args]
     env = clean_env(AGENT_BASE_URL="https://api.deepseek.com")
-    return subprocess.run(
-        forkserver.command(command, env),
-        cwd=tmp_path,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
+    held = typed = None
+    if terminal is not None:
+        import pty  # POSIX only, like the tests that use it
+
+        typed, held = pty.openpty()
+        os.write(typed, terminal.encode())
+    try:
+        return subprocess.run(
+            forkserver.command(command, env),
+            cwd=tmp_path,
+            env=env,
+            input=None if held else stdin,
+            stdin=held,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+        )
+    finally:
+        for fd in (held, typed):
+            if fd is not None:
+                os.close(fd)
 
 
 def tool_messages(messages):
@@ -256,19 +273,38 @@ def workspace(tmp_path):
 
 
 def pdb_replay(
-    tmp_path: Path, lesson: Path, commands: str, *flags: str
+    tmp_path: Path,
+    lesson: Path,
+    commands: str,
+    *flags: str,
+    program: Path = AGENT,
+    terminal: bool = False,
 ) -> subprocess.CompletedProcess:
-    """agent.py under pdb, replaying a lesson, with commands typed at the (Pdb) prompt."""
-    command = [sys.executable, "-m", "pdb", str(AGENT), "--replay", str(lesson), *flags]
-    return subprocess.run(
-        forkserver.command(command, clean_env()),
-        cwd=tmp_path,
-        env=clean_env(),
-        input=commands,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """agent.py (or program) under pdb, replaying a lesson, with commands typed at the (Pdb)
+    prompt; terminal: typed on a pseudo-terminal, as a person does, where a command asks for a yes
+    (piped, it would pause), and Ctrl-D after them."""
+    command = [sys.executable, "-m", "pdb", str(program), "--replay", str(lesson), *flags]
+    typed = held = None
+    if terminal:
+        import pty  # POSIX only, like the tests that use it
+
+        typed, held = pty.openpty()
+        os.write(typed, commands.encode() + b"\x04")
+    try:
+        return subprocess.run(
+            forkserver.command(command, clean_env()),
+            cwd=tmp_path,
+            env=clean_env(),
+            input=None if terminal else commands,
+            stdin=held,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        for fd in (held, typed):
+            if fd is not None:
+                os.close(fd)
 
 
 def msg_line() -> int:

@@ -43,20 +43,20 @@ def test_consent_n_with_a_reason_tells_the_model_the_reason(agent, server):
     assert tool_result(server) == "error: declined by the user: use ls -la instead"
 
 
-def test_without_a_terminal_or_yes_the_command_is_declined_without_waiting(agent, server):
+def test_without_a_terminal_or_yes_the_run_pauses_without_waiting(agent, server):
     shell_then_answer(server, "touch ran.txt")
     result = agent("go", open_stdin=True)  # a pipe nobody writes to: waiting on it would hang
     assert not (agent.workdir / "ran.txt").exists()
-    assert "could not be asked" in tool_result(server)
-    assert "--yes" in result.stderr
-    assert result.returncode == 0
+    assert len(server.requests) == 1  # the call waits for a yes (tests/test_pauses.py)
+    assert "--approve" in result.stderr and "touch ran.txt" in result.stderr
+    assert result.returncode == 4
 
 
-def test_run_called_from_python_without_yes_asks_no_one_and_declines(loop, server):
+def test_run_called_from_python_without_yes_asks_no_one_and_pauses(loop, server):
     shell_then_answer(server, "touch ran.txt")
-    loop("go")  # pytest's standard input is no terminal
+    ran = loop("go")  # pytest's standard input is no terminal
     assert not (loop.workdir / "ran.txt").exists()
-    assert "could not be asked" in tool_result(server)
+    assert ran.status == "paused" and len(server.requests) == 1
 
 
 # The consent prompt shows what runs: every character that Unicode puts in a category a terminal

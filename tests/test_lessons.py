@@ -11,6 +11,8 @@ import forkserver
 import pytest
 from conftest import AGENT, LESSON, ROOT, clean_env, events_of, posix_only, run_offline
 
+from realworld import transcripts
+
 
 def test_the_lesson_replays_end_to_end_without_a_key(tmp_path):
     done = run_offline(
@@ -34,12 +36,16 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 README_ZH = (ROOT / "README.zh.md").read_text(encoding="utf-8")
 
 
+# The program that replays each lesson (its note says so): a lesson past the loop adds a tool.
+PROGRAMS = {"08": ROOT / "subagent.py", "09": ROOT / "handoff.py"}
+
+
 def replay(tmp_path, lesson, terminal: str | None = None):
     """Replay a lesson with --yes, or on a pseudo-terminal where a person types terminal."""
     transcript = tmp_path / "t.jsonl"
     command = [
         sys.executable,
-        str(AGENT),
+        str(PROGRAMS.get(lesson.stem.split("-")[1], AGENT)),
         "--replay",
         str(lesson),
         "--workdir",
@@ -80,7 +86,9 @@ def test_every_lesson_is_in_both_tables_and_says_what_it_teaches():
         first = json.loads(lesson.read_text(encoding="utf-8").splitlines()[0])
         assert f"Lesson {int(number)}:" in first["note"] and "by hand" in first["note"]
         for readme in (README, README_ZH):
-            row = rf"^\| {number} \|.*`python agent.py --replay examples/{lesson.name}`"
+            program = PROGRAMS.get(number, AGENT).name
+            row = rf"^\| {number} \|.*`python {program} --replay examples/{lesson.name}`"
+            assert f"python {program} --replay examples/{lesson.name}" in first["note"]
             assert re.search(row, readme, re.M), (
                 f"{lesson.name} needs a row in README.md and README.zh.md"
             )
@@ -144,6 +152,63 @@ def test_lesson_07_a_tool_call_written_as_text_is_recovered(tmp_path):
     assert first["message"]["content"] == "I'll write the file." and first["message"]["tool_calls"]
     assert "DSML" in first["repairs"][0]
     assert (tmp_path / "work" / "note.txt").read_text() == "remember the milk\n"
+
+
+def test_lesson_08_a_subagent_runs_the_loop_on_a_conversation_of_its_own(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-08.jsonl")
+    assert done.returncode == 0 and "passport" in done.stdout
+    under = [e for e in events if e.get("under") == "call_helper"]
+    assert [e["type"] for e in under] == [
+        "user/message",
+        "assistant/message",
+        "tool/result",
+        "assistant/message",
+        "turn/end",
+    ]
+    helper_answer = under[3]["message"]["content"]
+    [result] = [e for e in events if e["type"] == "tool/result" and e["call_id"] == "call_helper"]
+    assert result["content"] == helper_answer  # only its answer comes back
+    conversation = transcripts.rebuild(events)  # the helper's steps are not the caller's
+    assert not any(m.get("tool_call_id") == "call_read" for m in conversation)
+    assert "  ┌ the helper's own loop:" in done.stderr
+    shown = subprocess.run(
+        [sys.executable, str(AGENT), "--show", str(tmp_path / "t.jsonl")],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "\n    subagent, asked: Does notes.txt mention a passport?" in shown
+    assert "\n      → read_file(" in shown
+
+
+def test_lesson_09_a_handoff_goes_on_with_the_reviewer_on_the_same_conversation(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-09.jsonl")
+    assert done.returncode == 0 and "add.py is right" in done.stdout
+    kinds = [e["type"] for e in events]
+    handoff = kinds.index("agent/handoff")
+    assert events[handoff]["to"] == "reviewer" and events[handoff]["tools"] == ["read_file"]
+    assert results(events)[-1] == ("read_file", "def add(a, b):\n    return a + b\n", True)
+    assert (tmp_path / "work" / "add.py").exists()
+    assert (
+        "[handed off to reviewer"
+        in subprocess.run(
+            [sys.executable, str(AGENT), "--show", str(tmp_path / "t.jsonl")],
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+
+
+def test_lesson_10_a_long_conversation_is_compacted_where_the_person_sees_it(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-10.jsonl")
+    assert done.returncode == 0 and "2686700" in done.stdout and "20100" in done.stdout
+    compacted = [e for e in events if e["type"] == "context/compacted"]
+    assert [bool(e["summary"]) for e in compacted] == [True, False]
+    assert list(compacted[1]["placeholders"]) == ["call_read"]
+    assert done.stderr.count("compacted: about ") == 2
+    conversation = transcripts.rebuild(events)  # what --resume goes on from
+    assert conversation[1]["content"].startswith("[The conversation before this point was")
+    [read] = [m for m in conversation if m.get("tool_call_id") == "call_read"]
+    assert read["content"].startswith('[compacted: read_file({"path": "numbers.txt"})')
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)

@@ -95,6 +95,9 @@ BREAKPOINTS = {
     "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
     "07": ("agent.py", "msg = resp.choices[0].message", 1),
+    "08": ("subagent.py", "outcome = agent.run(", 0),
+    "09": ("handoff.py", "run.messages[0] = ", 0),
+    "10": ("agent.py", "make_room(messages, client, model, transcript)", 1),
 }
 
 
@@ -107,7 +110,10 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     line = next(i for i, source in enumerate(lines, 1) if source.strip().startswith(text)) + after
     commands = f"break {ROOT / name}:{line}\ncontinue\nq\n"
-    done = pdb_replay(tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands)
+    program = ROOT / name if name not in ("agent.py", "tools.py") else AGENT
+    done = pdb_replay(
+        tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, terminal=True, program=program
+    )
     assert f"{name}({line})" in done.stdout, done.stdout[-1500:]  # it stopped at the breakpoint
     assert "will be restarted" not in done.stdout and "BdbQuit" not in done.stdout + done.stderr
 
@@ -220,16 +226,22 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     transcript = tmp_path / "t.jsonl"
     # The last continue ends the program; q leaves the one pdb restarts.
     flags = ("--yes", "--workdir", str(tmp_path / "work"), "--transcript", str(transcript))
-    done = pdb_replay(tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, *flags)
+    program = {"08": ROOT / "subagent.py", "09": ROOT / "handoff.py"}.get(lesson, AGENT)
+    done = pdb_replay(
+        tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, *flags, program=program
+    )
     seen = [ast.literal_eval(ids) for ids in re.findall(r"\('CALLS', (\[.*?\])\)", done.stdout)]
     events = [e for e in events_of(transcript) if e["type"] in ("assistant/message", "tool/result")]
-    appended, answered = [], []
+    # a compaction's summary is its own request, not the loop's (lesson 10)
+    events = [e for e in events if not str(e.get("under", "")).startswith("compaction-")]
+    appended, answered, last = [], [], {}  # last: each conversation's last reply (a subagent's)
     for event in events:
         if event["type"] == "assistant/message":
             appended.append([c["id"] for c in event["message"].get("tool_calls", [])])
             answered.append([])
+            last[event.get("under")] = len(answered) - 1
         else:
-            answered[-1].append(event["call_id"])
+            answered[last[event.get("under")]].append(event["call_id"])
     assert seen and seen == appended == answered, done.stdout[-2000:]
     if lesson == "07":  # recovered from DSML text: an id of the agent's own
         assert len(seen[0]) == 1 and seen[0][0].startswith("call_") and seen[1:] == [[]]

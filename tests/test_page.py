@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import AGENT, ROOT, clean_env, events_of
+from scripted_server import call, reply
 
 from agent import SYSTEM_PROMPT
 from realworld import page, transcripts
@@ -77,15 +78,31 @@ def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, le
     shown = dom(written(tmp_path, lesson), tmp_path)
     assert 'data-script="ran"' in shown  # its own script ran
     steps = [e for e in events if e["type"] == "assistant/message"]
-    assert len(re.findall(r'class="step" id="step-\d+"', shown)) == len(steps)
+    inner = [e for e in steps if "under" in e]  # a subagent's, nested under its call
+    assert len(re.findall(r'class="step" id="step-\d+"', shown)) == len(steps) - len(inner)
+    assert len(re.findall(r'class="substep"', shown)) == len(inner)
     messages = transcripts.rebuild(events)
-    assert len(re.findall(r'class="msg[^"]*" id="m\d+"', shown)) == len(messages)
+    # the list after the run: what a compaction replaced is marked as sent until then
+    assert len(re.findall(r'class="msg[^"]*" id="m\d+" data-step="\d+">', shown)) == len(messages)
     for result in (e for e in events if e["type"] == "tool/result"):
         assert html.escape(visible(result["content"]), quote=False) in shown  # as the DOM says it
     for step in steps:
-        for call in step["message"].get("tool_calls") or []:
-            assert f"→ {call['function']['name']}" in shown
+        for made in step["message"].get("tool_calls") or []:
+            assert f"→ {made['function']['name']}" in shown
     assert "<svg" in shown and "running total" in shown
+    if inner:
+        assert shown.count("its own requests") == len({e["under"] for e in inner})
+    for handoff in (e for e in events if e["type"] == "agent/handoff"):
+        assert f"<b>handed off</b> to {handoff['to']}" in shown
+
+
+def test_a_pause_is_on_the_page_with_what_waits(tmp_path, loop, server):
+    server.add(reply(tool_calls=[call("run_shell", {"command": "rm -rf build"}, "c1")]))
+    ran = loop("go", pause=True)
+    shown = dom(written(tmp_path, ran.transcript), tmp_path)
+    code = ran.events()[-1]["pending"][0]["code"]
+    assert "<b>paused</b>: 1 call waits for a yes" in shown and f"code {code}: run_shell" in shown
+    assert "rm -rf build" in shown
 
 
 HOSTILE = [

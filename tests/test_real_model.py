@@ -194,3 +194,45 @@ def test_the_llama_build_is_portable_no_avx512_or_amx_instruction():
     ).stdout
     found = {word for word in ("zmm", "tilezero", "tileloadd", "tdpb") if word in code}
     assert found == set() and "ymm" in code
+
+
+def test_a_history_past_the_servers_context_is_compacted_to_what_it_says(real_url, tmp_path):
+    """llama-server refuses a prompt past its --ctx-size with exceed_context_size_error and n_ctx
+    in the body; the agent reads the window there, compacts, and sends a request it accepts."""
+    events = [{"type": "run/start", "model": MODEL_NAME, "system_prompt": "You are helpful."}]
+    words = " ".join(f"line{i} of the report says nothing new" for i in range(300))
+    for n in range(4):
+        call = {
+            "id": f"call_{n}",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps({"path": f"r{n}.txt"})},
+        }
+        events += [
+            {"type": "user/message", "content": f"Read r{n}.txt"},
+            {
+                "type": "assistant/message",
+                "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+            },
+            {
+                "type": "tool/result",
+                "call_id": f"call_{n}",
+                "name": "read_file",
+                "content": words,
+                "ok": True,
+            },
+            {"type": "assistant/message", "message": {"role": "assistant", "content": "Read."}},
+            {"type": "turn/end", "status": "answered"},
+        ]
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    result, events = run_agent(real_url, tmp_path, "Say done.", "--resume", str(transcript))
+    assert "Traceback" not in result.stderr
+    from real_server import CONTEXT
+
+    assert f"the model reads {CONTEXT:,} tokens at most" in result.stderr, result.stderr[-3000:]
+    kinds = [e["type"] for e in events]
+    assert {"type": "context/window", "window": CONTEXT} in [
+        {k: e[k] for k in ("type", "window")} for e in events if e["type"] == "context/window"
+    ]
+    after = kinds.index("context/compacted")
+    assert "assistant/message" in kinds[after:]  # the compacted request was accepted

@@ -145,9 +145,12 @@ def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):
     }
 
 
+@posix_only
 def test_a_replay_whose_tool_results_differ_says_so_at_the_step_and_at_the_end(tmp_path):
-    # declined
-    done = run_offline(tmp_path, "--replay", str(LESSON), "--transcript", str(tmp_path / "t.jsonl"))
+    transcript = str(tmp_path / "t.jsonl")
+    done = run_offline(
+        tmp_path, "--replay", str(LESSON), "--transcript", transcript, terminal="n\n"
+    )
     assert done.returncode == 0
     assert (
         "replay: step 3: run_shell gave another result than recorded: '391', now 'error: declined"
@@ -279,8 +282,7 @@ def events_of_readable(path):
 
 
 def test_a_transcript_cut_mid_line_is_shown_and_resumed_without_its_last_line(agent, server):
-    # declined: no terminal
-    server.add(reply(tool_calls=[call("run_shell", {"command": "true"}, id="c1")]))
+    server.add(reply(tool_calls=[call("read_file", {"path": "none.txt"}, id="c1")]))
     server.add(reply("done"))
     first = agent("go")
     text = first.transcript.read_text()
