@@ -307,7 +307,7 @@ def needs_yes(name: str, arguments: str) -> bool:
 def declined(name: str, arguments: str, reason: str) -> str:
     """The result of a call the person declined before it could run (after a pause), as
     consent() words it; shown as run_call() shows a call."""
-    result = f"error: declined by the user: {reason}" if reason else "error: declined by the user"
+    result = f"error: {declined_by_the_user(reason)}"
     say(f"  → {name}({shorten(arguments, 120)})")
     say(f"  ✗ {shorten(result, 160)}")
     return clip(result)
@@ -340,7 +340,12 @@ def consent(command: str) -> None:
     first, _, rest = typed.partition(" ")
     # "n use ls -la instead"
     reason = rest.strip() if first.lower().rstrip(",.:;") in ("n", "no") else typed
-    raise ToolError(f"declined by the user: {reason}" if reason else "declined by the user")
+    raise ToolError(declined_by_the_user(reason))
+
+
+def declined_by_the_user(reason: str) -> str:
+    """What the model reads of a command the person declined, with the reason they gave."""
+    return f"declined by the user: {reason}" if reason else "declined by the user"
 
 
 def shown_command(command: str, columns: int = 80, rows: int = 24) -> str:

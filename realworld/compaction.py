@@ -285,15 +285,28 @@ def summary_messages(summary: str) -> list[dict]:
 
 def apply(messages: list[dict], event: dict) -> None:
     """Do again, in place, what a context/compacted event records (transcripts.rebuild())."""
-    replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+    replaced = recorded_placeholders(event)
     for message in messages:
-        if message["role"] == "tool" and isinstance(replaced.get(message["tool_call_id"]), str):
+        if message["role"] == "tool" and message["tool_call_id"] in replaced:
             message["content"] = replaced[message["tool_call_id"]]
+    if span := summary_span(messages, event):
+        messages[span] = summary_messages(event["summary"]["text"])
+
+
+def recorded_placeholders(event: dict) -> dict:
+    """{call id: placeholder} of a context/compacted event, what is text of it."""
+    replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+    return {k: v for k, v in replaced.items() if isinstance(v, str)}
+
+
+def summary_span(messages: list[dict], event: dict) -> slice | None:
+    """The messages a context/compacted event's summary replaced, or None: a span after the
+    system prompt that ends where a task begins, as summarize() makes it, never inside a turn."""
     summary = event.get("summary")
-    if isinstance(summary, dict) and isinstance(summary.get("text"), str):
-        count, first = summary.get("replaced"), start_of(messages)
-        # a summary ends where a task begins, as summarize() makes it: never inside a turn
-        if type(count) is int and 0 < count <= len(messages) - first:
-            end = first + count
-            if end == len(messages) or messages[end]["role"] == "user":
-                messages[first:end] = summary_messages(summary["text"])
+    if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
+        return None
+    count, first = summary.get("replaced"), start_of(messages)
+    if type(count) is not int or not 0 < count <= len(messages) - first:
+        return None
+    end = first + count
+    return slice(first, end) if end == len(messages) or messages[end]["role"] == "user" else None

@@ -159,20 +159,17 @@ def row(event: dict, messages: list, steps: list, results: dict, nested: dict, s
 def replace_messages(messages: list, event: dict, steps: list) -> None:
     """What a compaction replaced is sent until this step; what stands for it, from the next."""
     live = [m for m in messages if "until" not in m]
-    replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+    replaced = compaction.recorded_placeholders(event)
     for m in live:
         call_id = m["message"].get("tool_call_id")
-        if m["message"].get("role") == "tool" and isinstance(replaced.get(call_id), str):
+        if m["message"].get("role") == "tool" and call_id in replaced:
             m["until"] = len(steps)
             add_message(messages, {**m["message"], "content": replaced[call_id]}, steps)
-    summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
-    count, text = summary.get("replaced"), summary.get("text")
-    if isinstance(count, int) and isinstance(text, str) and count > 0:
-        live = [m for m in messages if "until" not in m]
-        first = 1 if live and live[0]["message"].get("role") == "system" else 0
-        for m in live[first : first + count]:
+    live = [m for m in messages if "until" not in m]
+    if span := compaction.summary_span([m["message"] for m in live], event):
+        for m in live[span]:
             m["until"] = len(steps)
-        for message in compaction.summary_messages(text):
+        for message in compaction.summary_messages(event["summary"]["text"]):
             add_message(messages, message, steps)
 
 
@@ -346,9 +343,7 @@ def compacted(event: dict, nested: dict) -> str:
 
 def pause(event: dict) -> str:
     """A pause, and each call it left waiting for the person's yes, with its code."""
-    waiting = event.get("pending") if isinstance(event.get("pending"), list) else []
-    waiting = [pauses.as_call(c) for c in waiting if isinstance(c, dict)]
-    waiting = [c for c in waiting if transcripts.is_call(c)]
+    waiting = pauses.pending_calls(event)
     verb = "waits" if len(waiting) == 1 else "wait"
     parts = [f"<div class=event><b>paused</b>: {plural(len(waiting), 'call')} {verb} for a yes"]
     for call in waiting:  # the code made of what is shown, never the one the transcript says

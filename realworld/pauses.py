@@ -32,17 +32,22 @@ class NotApproved(ValueError):
 
 
 def is_paused(events: list[dict]) -> bool:
-    """Whether a transcript's last turn paused and calls still wait for a yes in it: its last
-    reply followed by nothing but tool messages."""
+    """Whether a transcript's last turn paused and calls still wait for a yes in it."""
     from realworld import transcripts
 
-    messages = transcripts.rebuild(events)
+    return bool(still_waiting(events, transcripts.rebuild(events)))
+
+
+def still_waiting(events: list[dict], messages: list[dict]) -> list[dict]:
+    """The calls of a paused transcript (messages: what it rebuilds to) that still wait for a yes:
+    none unless its last turn paused and its last reply is followed by nothing but tool
+    messages."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     if last_end(events).get("status") != "paused" or last is None:
-        return False
-    return all(m["role"] == "tool" for m in messages[last + 1 :]) and bool(
-        waiting(messages, started(events))
-    )
+        return []
+    if any(m["role"] != "tool" for m in messages[last + 1 :]):
+        return []
+    return waiting(messages, started(events))
 
 
 def started(events: list[dict]) -> set:
@@ -85,9 +90,8 @@ def mistaken(approvals: dict, messages: list[dict]) -> str | None:
 
 def open_calls(messages: list[dict]) -> list[dict]:
     """The calls of the last reply that have no tool message yet, in their order."""
-    last = next((m for m in reversed(messages) if m["role"] == "assistant"), {})
     answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-    return [c for c in last.get("tool_calls") or [] if c["id"] not in answered]
+    return [c for c in last_calls(messages) if c["id"] not in answered]
 
 
 def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:
@@ -187,10 +191,10 @@ def decisions(events: list[dict], approve: list[str] | None, reject: str | None)
     when a bare --approve finds the pause not sealed here, or when a code names none of them."""
     from realworld import transcripts
 
-    if not is_paused(events):
-        raise NotApproved("the transcript is not paused: no call in it waits for a yes")
     pause, messages = last_end(events), transcripts.rebuild(events)
-    calls = waiting(messages, started(events))
+    calls = still_waiting(events, messages)
+    if not calls:
+        raise NotApproved("the transcript is not paused: no call in it waits for a yes")
     if not is_part_of(recorded_of(calls), recorded_as_shown(pause)):
         raise NotApproved(
             "the transcript changed since it paused: the calls waiting in it are not those its "
@@ -257,6 +261,16 @@ def as_call(recorded_call: dict) -> dict:
             "arguments": recorded_call.get("arguments"),
         },
     }
+
+
+def pending_calls(pause: dict) -> list[dict]:
+    """The calls a pause's turn/end records as waiting, as a message holds them, leaving out what
+    is no call (a transcript written by hand may hold anything): what --show and the page show."""
+    from realworld import transcripts
+
+    pending = pause.get("pending") if isinstance(pause.get("pending"), list) else []
+    calls = [as_call(c) for c in pending if isinstance(c, dict)]
+    return [c for c in calls if transcripts.is_call(c)]
 
 
 def recorded_as_shown(pause: dict) -> list:

@@ -704,28 +704,28 @@ def context_full(error: Exception) -> bool:
     """Whether a failed request says the conversation is longer than the model's context: a
     refusal (400, 413, 422) or an error in the middle of a stream, in the server's words or in
     a provider's that a gateway passed on (OpenRouter's metadata.raw)."""
-    status = getattr(error, "status_code", None)
-    if status not in (None, 400, 413, 422) or not isinstance(error, Exception):
+    if getattr(error, "status_code", None) not in (None, 400, 413, 422):
         return False
-    body = error_body(error)
-    text = (
-        error_text(error)
-        + " "
-        + (json.dumps(body)[:4_000] if isinstance(body, (dict, list)) else "")
-    )
-    return bool(CONTEXT_FULL.search(text))
+    return bool(CONTEXT_FULL.search(error_words(error)))
 
 
 def window_of(error: Exception) -> int | None:
     """The context window a context error names, in tokens, or None when it names none."""
-    body = error_body(error)
-    text = error_text(error) + " " + (json.dumps(body) if isinstance(body, (dict, list)) else "")
-    matches = [*COMPARED.finditer(text[:4_000]), *WINDOW.finditer(text[:4_000])]
+    text = error_words(error)[:4_000]
+    matches = [*COMPARED.finditer(text), *WINDOW.finditer(text)]
     for match in matches:
         size = int(re.sub(r"\D", "", next(g for g in match.groups() if g)))
         if 512 <= size <= 100_000_000:  # not a status code, such as "(400)"
             return size
     return None
+
+
+def error_words(error: Exception) -> str:
+    """What a context error may say its words in: the provider's message, and the body whole (a
+    number beside it, as llama.cpp's n_ctx; a provider's words a gateway passed on), bounded."""
+    body = error_body(error)
+    whole = json.dumps(body) if isinstance(body, (dict, list)) else ""
+    return f"{error_text(error)} {whole[:4_000]}"
 
 
 def explain(error: Exception, base_url: str, model: str) -> str:

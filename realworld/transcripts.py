@@ -54,7 +54,6 @@ class Nested:
 
     def __init__(self, transcript, under: str):
         self.transcript, self.under = transcript, under
-        self.name = getattr(transcript, "name", None)
 
 
 def write(transcript, event: dict) -> None:
@@ -481,17 +480,16 @@ def shown_pause(event: dict):
     what is shown (pauses.code()): never the code a transcript says."""
     from realworld import pauses
 
-    waiting = event.get("pending") if isinstance(event.get("pending"), list) else []
-    waiting = [c for c in waiting if isinstance(c, dict) and is_call(pauses.as_call(c))]
+    waiting = pauses.pending_calls(event)
     yield (
         f"[turn paused: {len(waiting)} command(s) waiting for a yes; go on with --resume and "
         "--approve [CODE ...] or --reject REASON]"
     )
     for call in waiting:
+        function = call["function"]
         try:
-            command = tools.shown_command(json.loads(call.get("arguments"))["command"])
+            command = tools.shown_command(json.loads(function["arguments"])["command"])
         except (AttributeError, TypeError, ValueError, KeyError, RecursionError):
-            command = f"    {call.get('arguments')}"
-        made = pauses.code(pauses.as_call(call))
-        name, call_id = pauses.one_line(call["name"]), pauses.one_line(call["call_id"])
-        yield f"  ⏸ [{made}] {name}, id {call_id}:\n{command}"
+            command = f"    {function['arguments']}"
+        name, call_id = pauses.one_line(function["name"]), pauses.one_line(call["id"])
+        yield f"  ⏸ [{pauses.code(call)}] {name}, id {call_id}:\n{command}"
