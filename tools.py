@@ -22,7 +22,7 @@ from pathlib import Path
 import config
 from realworld import processes, sandbox
 from realworld.guards import clip, joined, say, shorten, visible
-from realworld.protected import is_configuration, makes_repository
+from realworld.protected import is_configuration, is_own_code, makes_repository
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:
@@ -120,6 +120,12 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
             f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
             "not written, since it could send the key elsewhere or run commands later. Ask "
             "the user to edit it."
+        )
+    if is_own_code(Path(workdir).resolve(), target):
+        raise ToolError(
+            f"{path} is the agent's own code, or would be (a module, package or __pycache__ "
+            "Python imports from the agent's folder at its next start): not written, since it "
+            "would run outside any sandbox. Ask the user."
         )
     if makes_repository(Path(workdir).resolve(), target):
         raise ToolError(

@@ -1,19 +1,30 @@
-"""What no tool call may change in the workspace: configuration that runs code or redirects the key.
+"""What no tool call may change in the workspace: what runs code later or redirects the key.
 
-A .env file (AGENT_BASE_URL sends the key to whatever server it names on the next run), a .envrc
-(direnv runs it), and anything git obeys: a .git folder or file, and a folder that git takes for a
-repository (its config's core.fsmonitor runs a command whenever anyone runs git there). write_file
-refuses to write them (tools.py); the sandbox makes those it finds read-only and removes those a
-command makes (sandbox.py).
+Configuration: a .env file (AGENT_BASE_URL sends the key to whatever server it names on the next
+run), a .envrc (direnv runs it), and anything git obeys: a .git folder or file, and a folder that
+git takes for a repository (its config's core.fsmonitor runs a command whenever anyone runs git
+there). The agent's own code: whatever Python would import at the agent's next start from a folder
+inside the workspace (own_code()). write_file refuses to write either (tools.py); the sandbox makes
+those it finds read-only before a command and moves aside those the command made (sandbox.py).
+
+What a command leaves is evidence it controls: nothing here deletes, nothing follows a path or a
+link a command wrote, and a file a command could have made is read with bounds (read_bounded()).
 """
 
 import contextlib
+import importlib.machinery
 import os
-import shutil
+import stat
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
+import config
+
 MAX_FOLDERS = 10_000  # folders a scan of the workspace reads at the most
+MAX_CODE = 2_000  # importable entries of one folder the sandbox keeps read-only at the most
+CONFIG_BYTES = 64 * 1024  # of a repository's config, read at the most
+MOVED = ".agent-moved"  # where what a command planted is moved to, inside the workspace
 
 
 def is_configuration(relative: Path) -> bool:
@@ -54,16 +65,16 @@ def makes_repository(root: Path, target: Path) -> bool:
 GIT_DIR_PIECES = ("head", "objects", "refs", "commondir", "config", "hooks")
 
 
-def configuration_in(root: Path, limit: int = MAX_FOLDERS) -> tuple[dict[Path, tuple], set, bool]:
-    """Every piece of configuration in the workspace, each with its identity (device, inode): each
-    .git folder or file; the pieces of each folder git takes for a repository (HEAD, objects/,
-    refs/, commondir, config, hooks/: not the folder, which may hold the person's files), the
-    workspace itself included; each .env or .envrc file; and a core.hooksPath inside the
-    workspace that a repository's config names. Symlinks are not followed. Second: the identity
-    of every HEAD, objects, refs and commondir anywhere, a repository's or not, so that a piece
-    the person had is told from one a command made. Third: whether the scan read the whole
-    workspace (at most limit folders; a folder it cannot list counts as not read)."""
-    found, seen, todo, read = {}, set(), [root], 0
+def configuration_in(root: Path, limit: int = MAX_FOLDERS) -> tuple[dict, dict, bool]:
+    """Every piece of configuration in the workspace, path: identity (device, inode): each .git
+    folder or file; the pieces of each folder git takes for a repository (HEAD, objects/, refs/,
+    commondir, config, hooks/: not the folder, which may hold the person's files), the workspace
+    itself included; each .env or .envrc file. Second: every entry anywhere that bears one of
+    those names, a piece or not, path: identity: the record that after a command tells what the
+    person had from what the command made. Third: whether the scan read the whole workspace (at
+    most limit folders; a folder it cannot list counts as not read). Symlinks are not followed,
+    and no file is read."""
+    found, seen, todo, read = {}, {}, [root], 0
     while todo:
         folder = todo.pop()
         read += 1
@@ -76,23 +87,25 @@ def configuration_in(root: Path, limit: int = MAX_FOLDERS) -> tuple[dict[Path, t
         if read > limit:
             return found, seen, False
         names = {entry.name.lower() for entry in entries}
-        shape = [Path(e.path) for e in entries if e.name.lower() in GIT_DIR_PIECES[:4]]
-        seen |= set(identities(shape).values())
+        named = [e for e in entries if e.name.lower() in (*GIT_DIR_PIECES, ".git") or is_env(e)]
+        seen |= identities([Path(e.path) for e in named])
         if is_git_dir(names):
             pieces = [e for e in entries if e.name.lower() in GIT_DIR_PIECES]
             found |= identities([Path(e.path) for e in pieces])
-            found |= identities(hooks_path(root, Path(folder), Path(folder)))
             if folder != root:
                 continue
         for entry in entries:
             path = Path(entry.path)
-            if entry.name.lower() == ".git":
-                found |= identities([path, *hooks_path(root, path, Path(folder))])
-            elif is_env_file(entry.name) and not entry.is_dir(follow_symlinks=False):
+            if entry.name.lower() == ".git" or is_env(entry):
                 found |= identities([path])
             elif entry.is_dir(follow_symlinks=False) and path not in found:
                 todo.append(path)
     return found, seen, True
+
+
+def is_env(entry: os.DirEntry) -> bool:
+    """Whether a folder's entry is a .env or .envrc file (or a link in the place of one)."""
+    return is_env_file(entry.name) and not entry.is_dir(follow_symlinks=False)
 
 
 def identities(paths: list[Path]) -> dict[Path, tuple]:
@@ -108,42 +121,282 @@ def identities(paths: list[Path]) -> dict[Path, tuple]:
     return found
 
 
-def remove(path: Path) -> bool:
-    """Remove a file, a link or a whole folder, giving back the owner's write and search rights
-    where a mode takes them away (chmod 555); whether it is gone."""
-
-    def writable(function, failed, _error):
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(failed), 0o700)
-            if os.path.isdir(failed) and not os.path.islink(failed):
-                os.chmod(failed, 0o700)
-        function(failed)
-
-    handler = {"onexc" if sys.version_info >= (3, 12) else "onerror": writable}
-    with contextlib.suppress(OSError):
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            os.chmod(path.parent, 0o700)
-        if path.is_dir() and not path.is_symlink():
-            os.chmod(path, 0o700)
-            shutil.rmtree(path, **handler)
-        else:
-            path.unlink()
-    return not os.path.lexists(path)
+def made_by_command(before: dict, after: dict) -> list[Path]:
+    """What a command made, of the pieces after it (path: identity): each one that was not at its
+    path, as that file or folder, in the record taken before the command (before: path:
+    identity); the outermost only, since moving a folder moves what it holds."""
+    made = sorted(path for path, identity in after.items() if before.get(path) != identity)
+    return [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
 
 
-def hooks_path(root: Path, git_dir: Path, worktree: Path) -> list[Path]:
-    """The folder core.hooksPath names in a repository's config, where it lies inside the workspace
-    (husky's .husky/): git runs the hooks in it. A simple read of the key; include.path is not
-    followed."""
+def hooks_folders(root: Path, found: dict) -> list[Path]:
+    """The folders core.hooksPath names in the configs of the repositories found (husky's
+    .husky/), where they are folders strictly inside the workspace and hold no repository's work
+    tree: git runs the hooks in them. Read before a command, to keep them read-only; never used
+    to judge what a command made. A simple read of the key; include.path is not followed."""
+    folders = []
+    for piece in found:
+        # a .git folder's config, or the config piece of a folder git takes for a repository
+        config_file = piece / "config" if piece.name.lower() == ".git" else piece
+        if config_file.name.lower() != "config":
+            continue
+        worktree = piece.parent  # where git resolves a relative hooksPath (a bare one: itself)
+        for line in read_bounded(config_file).splitlines()[:10_000]:
+            key, equals, value = line.partition("=")
+            if not equals or key.strip().lower() != "hookspath":
+                continue
+            folder = Path(os.path.normpath(worktree / value.strip().strip('"')))
+            if (
+                folder != root
+                and folder.is_relative_to(root)
+                and not worktree.is_relative_to(folder)
+                and is_real_folder(folder, root)
+            ):
+                folders.append(folder)
+    return folders
+
+
+def is_real_folder(path: Path, root: Path) -> bool:
+    """Whether path is a folder reached from root without passing a symlink."""
+    current = root
+    for part in path.relative_to(root).parts:
+        current = current / part
+        try:
+            if not stat.S_ISDIR(current.lstat().st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def read_bounded(path: Path, limit: int = CONFIG_BYTES) -> str:
+    """The text of a file a command could have made, read so that it cannot hang or fill memory:
+    a regular file only (not a FIFO, a device or a socket), never through a symlink, opened
+    non-blocking, at most limit bytes. "" for anything else."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     try:
-        lines = (git_dir / "config").read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(path, flags)
     except OSError:
-        return []
-    found = []
-    for line in lines[:10_000]:
-        key, equals, value = line.partition("=")
-        if equals and key.strip().lower() == "hookspath":
-            folder = (worktree / value.strip().strip('"')).resolve()
-            if folder.is_relative_to(root) and folder.exists():
-                found.append(folder)
-    return found
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return f.read(limit).decode("utf-8", errors="replace")
+
+
+# --- The agent's own code: what Python imports at its next start ---------------------------------
+# python agent.py imports from its own folder first (sys.path[0]), then the standard library and
+# the environment's site-packages. In any of those folders a module, a package, a __pycache__ or a
+# .pth file runs at the next start, unsandboxed, whatever its name: a typing.py beside agent.py is
+# imported instead of the standard library's (the import system's PathFinder, and site.py for
+# .pth files). A folder without __init__ imports nothing by itself (a namespace package comes
+# last, after every regular module of its name).
+
+IMPORTABLE = (*importlib.machinery.all_suffixes(), ".pth")
+
+
+def code_folders() -> list[Path]:
+    """The folders Python imports from at the agent's next start: its own folder, and sys.path's
+    (the environment's site-packages among them); not the current folder, which python agent.py
+    does not search."""
+    entries = [config.HERE, *(entry for entry in sys.path if entry)]
+    folders = []
+    for entry in entries:
+        with contextlib.suppress(OSError, ValueError):
+            folder = Path(entry).resolve()
+            if folder not in folders and folder.exists():
+                folders.append(folder)
+    return folders
+
+
+def is_code_name(name: str) -> bool:
+    """Whether an entry of a folder Python imports from is code by its name alone: a module
+    (typing.py, typing.cpython-311-x86_64-linux-gnu.so, a sourceless typing.pyc), a .pth file or
+    __pycache__."""
+    lower = name.lower()
+    module = lower.endswith(IMPORTABLE[:-1]) and name.partition(".")[0].isidentifier()
+    return name == "__pycache__" or module or lower.endswith(".pth")
+
+
+def is_init(name: str) -> bool:
+    """Whether a file name makes its folder a package (__init__.py, __init__.pyc, ...)."""
+    return name.lower().startswith("__init__.") and is_code_name(name)
+
+
+def is_package(folder: Path) -> bool:
+    """Whether a folder is a regular package: it holds an __init__ file."""
+    try:
+        return any(is_init(entry.name) for entry in os.scandir(folder))
+    except OSError:
+        return False
+
+
+def is_own_code(root: Path, target: Path) -> bool:
+    """Whether a file of the workspace (root: the workspace, both resolved) is the agent's own code,
+    or would be once written: inside a folder Python imports from that lies in the workspace, a
+    module, __pycache__ or .pth at the top of one, anything inside a package at its top, or the
+    __init__ that would make a folder there a package."""
+    for folder in code_folders():
+        if not target.is_relative_to(folder) or target == folder:
+            continue
+        if is_whole(folder, root):
+            return True
+        first, *rest = target.relative_to(folder).parts
+        package = rest and first.isidentifier() and (is_init(rest[0]) or is_package(folder / first))
+        if is_code_name(first) or package:
+            return True
+    return False
+
+
+def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
+    """The agent's own code inside the workspace (root, resolved), for the sandbox: what to keep
+    read-only (a folder Python imports from that lies in the workspace, whole (is_whole()); of the
+    others that are, hold or lie in the workspace, each module, package, __pycache__ and .pth
+    inside the workspace, and its __init__ files); then every entry that decides what is code there, code or not, path:
+    identity (after a command, what is code and was not at its path before was made by it);
+    then whether there were few enough to keep read-only (MAX_CODE)."""
+    read_only, record = [], {}
+    prefix = Path(sys.prefix).resolve()  # a virtual environment inside the workspace: its python
+    if prefix != root and prefix.is_relative_to(root):
+        read_only.append(prefix)
+    for folder in code_folders():
+        if is_whole(folder, root):
+            read_only.append(folder)
+        elif root.is_relative_to(folder) or folder.is_relative_to(root):
+            read_only += code_entries(folder, root, record)
+    return read_only, record, len(read_only) <= MAX_CODE
+
+
+def is_whole(folder: Path, root: Path) -> bool:
+    """Whether a folder Python imports from is code through and through inside the workspace:
+    one that lies in it (site-packages, a PYTHONPATH folder), but the agent's own folder, which
+    also holds the person's files (playground/)."""
+    return folder != root and folder.is_relative_to(root) and folder != config.HERE
+
+
+def code_entries(folder: Path, root: Path, record: dict) -> list[Path]:
+    """The code at the top of a folder Python imports from (the workspace, or a folder that holds
+    it) that lies in the workspace; record gets what decides it: each entry there and the __init__
+    files of its folders, path: identity."""
+    code = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return code
+    for entry in entries:
+        path = Path(entry.path)
+        if not path.is_relative_to(root) and not root.is_relative_to(path):
+            continue  # outside the workspace: read-only in the sandbox anyway
+        inits = []
+        if entry.is_dir():  # a link to a folder imports as the folder does
+            with contextlib.suppress(OSError):
+                inits = [Path(e.path) for e in os.scandir(path) if is_init(e.name)]
+        if path.is_relative_to(root) and path != root:
+            record |= identities([path])
+            if is_code_name(entry.name) or (inits and entry.name.isidentifier()):
+                code.append(path)
+        record |= identities([p for p in inits if p.is_relative_to(root)])
+        code += [p for p in inits if p.is_relative_to(root) and path == root]
+    return code
+
+
+# --- Moving aside: what a command planted, made harmless and kept ---------------------------------
+
+
+def move_aside(root: Path, paths: list[Path]) -> tuple[Path | None, list[Path]]:
+    """Move each path (inside the workspace root) into one new folder, .agent-moved/TIME/, under
+    its own relative path: a rename the person can undo with mv, never a deletion. Every step is
+    taken from an open folder without following symlinks, so a link a command left cannot lead a
+    move out of the workspace. The folder it used (None if none), and what could not be moved."""
+    if not paths:
+        return None, []
+    try:
+        top, where = new_folder(root)
+    except OSError:
+        return None, paths
+    failed = []
+    try:
+        for path in paths:
+            if not rename_into(root, top, path):
+                failed.append(path)
+    finally:
+        os.close(top)
+    return where, failed
+
+
+def new_folder(root: Path) -> tuple[int, Path]:
+    """A folder of the workspace that nothing else has held: .agent-moved/TIME (TIME-2, ... if
+    taken), opened; or, where a command left something else as .agent-moved, .agent-moved-TIME."""
+    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    base = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(MOVED, 0o700, dir_fd=base)
+        try:
+            folder = os.open(MOVED, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=base)
+            name, parent = f"{MOVED}/", folder
+        except OSError:  # a link or a file a command put there
+            name, parent, folder = f"{MOVED}-", base, None
+        try:
+            for tries in range(1, 100):
+                made = stamp if tries == 1 else f"{stamp}-{tries}"
+                try:
+                    os.mkdir(made, 0o700, dir_fd=parent)
+                except FileExistsError:
+                    continue
+                return os.open(made, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent), (
+                    root / f"{name}{made}"
+                )
+            raise FileExistsError(name)
+        finally:
+            if folder is not None:
+                os.close(folder)
+    finally:
+        os.close(base)
+
+
+def rename_into(root: Path, top: int, path: Path) -> bool:
+    """Rename path (inside root) to the same relative path inside the open folder top; whether it
+    moved. Where a command took the owner's write right from its folder, it is given back for the
+    rename and taken again."""
+    *parents, name = path.relative_to(root).parts
+    source = walk(os.open(root, os.O_RDONLY | os.O_DIRECTORY), parents, make=False)
+    if source is None:
+        return False
+    target = walk(os.dup(top), parents, make=True)
+    try:
+        if target is None:
+            return False
+        try:
+            os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
+        except PermissionError:
+            mode = stat.S_IMODE(os.fstat(source).st_mode)
+            os.chmod(source, mode | stat.S_IRWXU)
+            try:
+                os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
+            finally:
+                os.chmod(source, mode)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(source)
+        if target is not None:
+            os.close(target)
+
+
+def walk(fd: int, parts: list[str], make: bool) -> int | None:
+    """The folder parts below the open folder fd (which it closes), opened one at a time without
+    following a symlink, made where missing if make; None if one is not a folder."""
+    try:
+        for part in parts:
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o700, dir_fd=fd)
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError:
+        os.close(fd)
+        return None
+    return fd

@@ -2,8 +2,9 @@
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
 workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
-and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env:
-realworld/protected.py), and what a command makes of it is removed when it ends. A seccomp filter
+and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env,
+the agent's own code: realworld/protected.py), and what a command makes of it is moved aside when
+it ends, never deleted. A seccomp filter
 closes Unix sockets, through which a process outside (D-Bus, Docker, ssh-agent) would act for the
 command. bubblewrap itself is found once, outside the workspace. macOS has sandbox-exec, with a
 profile to the same effect. What it does not stop is in docs/safety.md (The sandbox).
@@ -21,7 +22,15 @@ from pathlib import Path
 
 import config
 from realworld.guards import say
-from realworld.protected import MAX_FOLDERS, configuration_in, remove
+from realworld.protected import (
+    MAX_CODE,
+    MAX_FOLDERS,
+    configuration_in,
+    hooks_folders,
+    made_by_command,
+    move_aside,
+    own_code,
+)
 
 NETWORK_FAILED = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
@@ -31,17 +40,17 @@ NETWORK_FAILED = re.compile(
 
 def start(
     command: str, workdir: Path, options: dict, launch_from: Path | None = None
-) -> tuple[subprocess.Popen, tuple]:
-    """Start command in the sandbox (subprocess.Popen with options); also return the workspace's
-    configuration as it was, for finish(). launch_from: the workspace whose bubblewrap to use, if
+) -> tuple[subprocess.Popen, dict]:
+    """Start command in the sandbox (subprocess.Popen with options); also return the record of the
+    workspace taken before it, for finish(). launch_from: the workspace whose bubblewrap to use, if
     not workdir (problem() tries the sandbox in an empty folder)."""
     root = Path(workdir).resolve()
-    before = configuration_in(root)
-    protected, _seen, complete = before
-    if not complete:
+    before = record(root)
+    if not before["complete"]:
         raise PermissionError(
-            f"the workspace has more than {MAX_FOLDERS:,} folders: the sandbox cannot check them "
-            "for .git and .env files it must keep read-only; use a smaller --workdir"
+            f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list), "
+            f"or more than {MAX_CODE:,} of Python's files at its top: the sandbox cannot keep "
+            "what git and the agent obey later read-only; use a smaller --workdir"
         )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
@@ -53,11 +62,24 @@ def start(
         bwrap = launcher(str(Path(launch_from or root).resolve()))
         if not bwrap:
             raise PermissionError("no bubblewrap outside the workspace: --sandbox cannot run it")
-        read_only = {*protected, *own_code(root)}
-        argv = [bwrap, *bwrap_options(command, root, read_only, read_end)]
+        argv = [bwrap, *bwrap_options(command, root, set(before["read_only"]), read_end)]
         return subprocess.Popen(argv, pass_fds=(read_end,), **options), before
     finally:
         os.close(read_end)
+
+
+def record(root: Path) -> dict:
+    """What the workspace holds before a command: the configuration and the agent's own code to
+    keep read-only, and every entry that bears their names, path: identity, which finish() holds
+    what the command left against."""
+    found, seen, complete = configuration_in(root)
+    code, code_seen, few = own_code(root)
+    return {
+        "read_only": [*found, *hooks_folders(root, found), *code],
+        "protected": found,
+        "seen": {**seen, **code_seen},
+        "complete": complete and few,
+    }
 
 
 def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:
@@ -92,38 +114,33 @@ def hidden_files(root: Path) -> list[Path]:
     return [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != path]
 
 
-def own_code(root: Path) -> list[Path]:
-    """The agent's own code and its Python environment, where they lie inside the workspace
-    (--workdir .): changed, they would run unsandboxed at the next start."""
-    mine = [config.HERE / name for name in ("agent.py", "config.py", "tools.py", "realworld")]
-    return [p for p in [*mine, Path(sys.prefix)] if p.exists() and p.resolve().is_relative_to(root)]
-
-
-def finish(workdir: Path, before: tuple) -> str:
-    """After a sandboxed command: remove the configuration it made in the workspace (a .git, a
-    repository's pieces, a .env), which git or the agent would obey outside the sandbox, and say
-    so. Made means a new file or folder: what the command only moved is left, and said."""
+def finish(workdir: Path, before: dict) -> str:
+    """After a sandboxed command: move aside what it made in the workspace that git or the agent
+    would obey outside the sandbox (a .git, a repository's pieces, a .env, a module beside
+    agent.py), and say where it went. Made is judged against the record taken before the command
+    (record()): what stood at its path then, as that same file or folder, was the person's and
+    stays; what the command only moved of the person's configuration stays where it went, and is
+    said. Nothing is deleted, and no path the command wrote (hooksPath, a gitdir: file, a link) is
+    followed."""
     root = Path(workdir).resolve()
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
-    protected, seen, _complete = before
-    known = {*protected.values(), *seen}
-    made = sorted(path for path, identity in after.items() if identity not in known)
-    made = [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
-    removed = [p for p in made if remove(p)]
-    moved = sorted(
-        p for p, identity in after.items() if identity in protected.values() and p not in protected
-    )
+    _read_only, code, _few = own_code(root)
+    made = made_by_command(before["seen"], {**after, **code})
+    kept = set(before["protected"].values())
+    moved_by_command = [p for p in made if after.get(p) in kept]
+    made = [p for p in made if p not in moved_by_command]
+    where, failed = move_aside(root, made)
     notes = []
-    if removed:
+    if len(failed) < len(made):
         notes.append(
-            f"the sandbox removed {names(removed, root)}, which this command made: git or the "
-            "agent would obey it outside the sandbox"
+            f"the sandbox moved {names([p for p in made if p not in failed], root)}, which this "
+            f"command made, into {where.relative_to(root)}/: git or the agent would obey it "
+            "outside the sandbox (mv it back to undo)"
         )
-    if len(removed) < len(made):
-        left = names([p for p in made if p not in removed], root)
-        notes.append(f"the sandbox could not remove {left}, which this command made: check it")
-    if moved:
-        notes.append(f"this command moved configuration to {names(moved, root)}")
+    if failed:
+        notes.append(f"the sandbox could not move {names(failed, root)}, which this command made: check it")
+    if moved_by_command:
+        notes.append(f"this command moved configuration to {names(moved_by_command, root)}")
     if not complete:
         notes.append(
             f"the command left more than {10 * MAX_FOLDERS:,} folders (or one it cannot list) in "

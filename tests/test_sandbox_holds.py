@@ -180,16 +180,19 @@ def snapshot(folder: Path) -> dict:
     ],
     ids=["git-init", "bare-init", "repository-by-hand", "gitdir-file", "dotenv", "envrc"],
 )
-def test_configuration_a_command_makes_is_removed_and_said(tmp_path, capsys, command):
+def test_configuration_a_command_makes_is_moved_aside_and_said(tmp_path, capsys, command):
     workspace = tmp_path / "work"
     workspace.mkdir()
     result = run(command, workspace)
-    left = sorted(workspace.rglob("*"))
+    left = sorted(p for p in workspace.rglob("*") if ".agent-moved" not in p.parts)
     assert not any(p.name in (".git", ".env", ".envrc") for p in left), left
     folders = [workspace, *(p for p in left if p.is_dir())]
     assert not any(is_git_dir({q.name.lower() for q in f.iterdir()}) for f in folders), left
-    assert "[the sandbox removed " in result and "which this command made" in result
-    assert "agent: the sandbox removed " in capsys.readouterr().err
+    assert "[the sandbox moved " in result and "which this command made, into .agent-moved/" in result
+    assert "agent: the sandbox moved " in capsys.readouterr().err
+    # moved, not deleted: the person can look at it and undo the move
+    (stamp,) = (workspace / ".agent-moved").iterdir()
+    assert any(stamp.rglob("*")) or any(stamp.iterdir())
 
 
 def test_a_repository_moved_aside_stays_and_the_one_planted_in_its_place_goes(tmp_path):
@@ -216,7 +219,7 @@ def test_the_workspace_itself_cannot_be_made_a_repository(tmp_path):
     assert (tmp_path / "HEAD").read_text() == "the person's own file named HEAD\n"
 
 
-def test_a_git_dir_hidden_behind_ten_thousand_folders_is_still_removed(tmp_path):
+def test_a_git_dir_hidden_behind_ten_thousand_folders_is_still_moved_aside(tmp_path):
     run(
         "mkdir -p many && cd many && seq 1 10001 | xargs mkdir && cd .. && git init -q zz", tmp_path
     )
@@ -244,7 +247,7 @@ def test_the_agents_own_dotenv_cannot_be_planted_when_the_workspace_is_the_proje
         capture_output=True,
         text=True,
     )
-    assert "the sandbox removed .env" in done.stdout, done.stderr
+    assert "the sandbox moved .env, which this command made" in done.stdout, done.stderr
     assert not (project / ".env").exists()
     # Its own code runs unsandboxed at the next start: read-only too.
     assert (project / "agent.py").read_bytes() == (ROOT / "agent.py").read_bytes()
