@@ -252,9 +252,9 @@ def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
     """The agent's own code inside the workspace (root, resolved), for the sandbox: what to keep
     read-only (a folder Python imports from that lies in the workspace, whole (is_whole()); of the
     others that are, hold or lie in the workspace, each module, package, __pycache__ and .pth
-    inside the workspace, and its __init__ files); then every entry that decides what is code there, code or not, path:
-    identity (after a command, what is code and was not at its path before was made by it);
-    then whether there were few enough to keep read-only (MAX_CODE)."""
+    inside the workspace, and its __init__ files); then every entry that decides what is code
+    there, code or not, path: identity (after a command, what is code and was not at its path
+    before was made by it); then whether there were few enough to keep read-only (MAX_CODE)."""
     read_only, record = [], {}
     prefix = Path(sys.prefix).resolve()  # a virtual environment inside the workspace: its python
     if prefix != root and prefix.is_relative_to(root):

@@ -138,7 +138,9 @@ def finish(workdir: Path, before: dict) -> str:
             "outside the sandbox (mv it back to undo)"
         )
     if failed:
-        notes.append(f"the sandbox could not move {names(failed, root)}, which this command made: check it")
+        notes.append(
+            f"the sandbox could not move {names(failed, root)}, which this command made: check it"
+        )
     if moved_by_command:
         notes.append(f"this command moved configuration to {names(moved_by_command, root)}")
     if not complete:

@@ -188,7 +188,8 @@ def test_configuration_a_command_makes_is_moved_aside_and_said(tmp_path, capsys,
     assert not any(p.name in (".git", ".env", ".envrc") for p in left), left
     folders = [workspace, *(p for p in left if p.is_dir())]
     assert not any(is_git_dir({q.name.lower() for q in f.iterdir()}) for f in folders), left
-    assert "[the sandbox moved " in result and "which this command made, into .agent-moved/" in result
+    assert "[the sandbox moved " in result
+    assert "which this command made, into .agent-moved/" in result
     assert "agent: the sandbox moved " in capsys.readouterr().err
     # moved, not deleted: the person can look at it and undo the move
     (stamp,) = (workspace / ".agent-moved").iterdir()

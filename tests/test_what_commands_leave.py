@@ -104,7 +104,8 @@ def test_a_planted_hooks_path_never_costs_the_person_a_file(tmp_path, hooks):
     person_repository(workspace)
     before = files(workspace)
     value = str(workspace) if hooks == "ROOT" else hooks
-    result = run(f"mkdir -p x/.git && printf '[core]\\n\\thooksPath = {value}\\n' > x/.git/config", workspace)
+    plant = f"mkdir -p x/.git && printf '[core]\\n\\thooksPath = {value}\\n' > x/.git/config"
+    result = run(plant, workspace)
     after = files(workspace)
     assert {p: v for p, v in after.items() if p.parts[len(workspace.parts)] != "x"} == before
     log = subprocess.run(["git", "-C", str(workspace), "log", "--oneline"], capture_output=True)
@@ -123,7 +124,7 @@ def test_a_hooks_path_the_person_had_keeps_the_workspace_writable(tmp_path, hook
     assert run("echo more >> notes.txt && cat notes.txt", workspace) == "mine\nmore\n"
 
 
-# --- What the command could have made is read with bounds ------------------------------------------
+# --- What the command could have made is read with bounds ----------------------------------------
 # A repository's config found before a command is read to find its hooks folder. A FIFO there
 # would block an open() for good, /dev/zero or a huge file would fill memory, a link could lead
 # anywhere.
@@ -355,7 +356,7 @@ def test_write_file_refuses_the_agents_own_code_whatever_its_name(tmp_path, monk
         assert (project / "config.py").read_bytes() == (ROOT / "config.py").read_bytes()
 
 
-def test_write_file_in_the_playground_is_the_persons_when_the_agent_lies_above(tmp_path, monkeypatch):
+def test_write_file_in_the_playground_is_the_persons_when_the_agent_is_above(tmp_path, monkeypatch):
     # The default: the workspace is playground/ inside the agent's folder.
     project = project_copy(tmp_path)
     monkeypatch.setattr(config, "HERE", project)
