@@ -110,7 +110,7 @@ def run(
         outcome = interrupted(e)
         raise
     finally:  # every exit: each call answered, so a server accepts the history
-        finish(messages, outcome, transcript)
+        finish(messages, outcome, transcript, model, workdir, client)
     return outcome
 
 
@@ -198,16 +198,20 @@ def interrupted(e: BaseException) -> Outcome:
     return Outcome("error", f"stopped by an error: {type(e).__name__}: {e}")
 
 
-def finish(messages: list[dict], outcome: Outcome, transcript) -> None:
+def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workdir, client) -> None:
     """Answer every call still open (a pause leaves them for the person), say why the run
-    stopped, record the end."""
+    stopped, record the end. A pause records the settings the run had, sealed with the whole
+    conversation: going on needs the same."""
     reason = (
         outcome.text if outcome.status in ("interrupted", "error") else f"not run: {outcome.text}"
     )
     if outcome.status == "paused":  # the caller says how to go on
         pending = pauses.recorded(messages)
-        sealed = {"seal": pauses.seal(pending)} if transcript else {}
-        transcripts.record(transcript, "turn/end", status="paused", pending=pending, **sealed)
+        settings = pauses.settings_of(model, workdir, client.base_url)
+        sealed = {"seal": pauses.seal(messages, pending, settings)} if transcript else {}
+        transcripts.record(
+            transcript, "turn/end", status="paused", pending=pending, settings=settings, **sealed
+        )
         return
     close_open_calls(messages, reason, transcript)
     if outcome.status in ("api_error", "context_full"):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import config
 from realworld import processes, sandbox
-from realworld.guards import clip, joined, say, shorten, visible
+from realworld.guards import MAX_DEPTH, clip, joined, nested_deeper, say, shorten, visible
 from realworld.protected import is_configuration, is_own_code, makes_repository
 
 
@@ -270,6 +270,8 @@ def check_args(name: str, arguments: str) -> dict:
     if name not in offered or name not in TOOL_MAP:
         raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(offered)}")
     # Valid JSON: the client made it so (replies.tool_call()); what the model wrote may be a string.
+    if nested_deeper(arguments):  # json.loads would recurse that deep
+        raise ToolError(f"arguments are nested more than {MAX_DEPTH} deep")
     args = json.loads(arguments)
     if isinstance(args, str):  # what the model sent was not JSON; it was kept as a JSON string
         raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")

@@ -133,7 +133,8 @@ def decided(options, recorded: list[dict]) -> dict | None:
         return {} if options.resume and pauses.is_paused(recorded) else None
     if not options.resume:
         raise pauses.NotApproved("--approve and --reject go with --resume TRANSCRIPT")
-    return pauses.decisions(recorded, options.approve, options.reject)
+    settings = pauses.settings_of(options.model, options.workdir, options.base_url)
+    return pauses.decisions(recorded, options.approve, options.reject, settings)
 
 
 def converse(options, task: str, recorded: list[dict], transcript, approvals) -> int:
@@ -192,7 +193,9 @@ def converse(options, task: str, recorded: list[dict], transcript, approvals) ->
         approvals = None
         status = EXIT_STATUS.get(outcome.status, 3)
         if outcome.status == "paused":
-            say(pauses.how_to_go_on(transcript.name, len(pauses.waiting(messages)), bool(replay)))
+            waiting = len(pauses.waiting(messages))
+            settings = pauses.settings_of(options.model, options.workdir, options.base_url)
+            say(pauses.how_to_go_on(transcript.name, waiting, settings, bool(replay)))
             if each and [m["role"] for m in messages].count("user") == asked:
                 say("agent: the task was not started, since commands still wait: give it again")
         if outcome.status == "answered" and not (

@@ -115,3 +115,46 @@ def joined(head: str, left_out: str, tail: str) -> str:
     cut = next((n for n in lengths if tail.startswith(key[-n:])), 0)
     tail = "***" + tail[cut:] if cut else tail
     return f"{hide_secrets(head)}\n[... {left_out} left out ...]\n{hide_secrets(tail)}"
+
+
+# --- One bound on nesting, for everything read ---------------------------------------------------
+# A reply, a transcript line and a call's arguments are read by recursive code (json, pydantic, the
+# page): one nested a thousand deep raises RecursionError wherever it goes next. Each is refused
+# where it is read, at one bound, in words: real replies and events are under 10 deep, and a JSON
+# file a model writes is under 30.
+MAX_DEPTH = 100
+
+
+def too_deep(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether value holds containers (dicts, lists, a pydantic model's fields and extras) nested
+    more than limit deep; found without recursion."""
+    todo = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, dict):
+            children = list(item.values())
+        elif isinstance(item, (list, tuple)):
+            children = list(item)
+        elif hasattr(item, "__pydantic_fields__"):  # the SDK's reply objects
+            extra = getattr(item, "__pydantic_extra__", None) or {}
+            children = [*vars(item).values(), *extra.values()]
+        else:
+            continue
+        if depth > limit:
+            return True
+        todo += [(child, depth + 1) for child in children]
+    return False
+
+
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def nested_deeper(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON text opens more than limit brackets deep (outside its strings): asked before
+    json.loads, which would recurse that deep."""
+    depth = 0
+    for bracket in re.findall(r"[\[\]{}]", JSON_STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > limit:
+            return True
+    return False

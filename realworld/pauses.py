@@ -21,10 +21,11 @@ import secrets
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import config
 import tools
-from realworld.guards import say, visible
+from realworld.guards import hide_secrets, say, shown_url, visible
 
 
 class NotApproved(ValueError):
@@ -101,10 +102,24 @@ def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:
     return [c for c in calls if tools.needs_yes(c["function"]["name"], c["function"]["arguments"])]
 
 
-def seal(pending: list[dict]) -> str | None:
-    """A keyed digest of what a pause recorded, with a key only this machine's runs/ holds: a bare
-    --approve goes on only from a pause it finds sealed, so an edit of the transcript that keeps
-    it consistent, or a transcript from elsewhere, needs the codes --show prints."""
+def settings_of(model: str, workdir, base_url: str) -> dict:
+    """The settings that decide what an approved command does and where: the workspace, the
+    sandbox, the server and the model. A pause records them, sealed; going on needs the same."""
+    return {
+        "workspace": str(Path(workdir).resolve()),
+        "sandbox": config.SANDBOX,
+        "sandbox_network": config.SANDBOX and config.SANDBOX_NETWORK,
+        "base_url": shown_url(str(base_url)).rstrip("/"),
+        "model": model,
+    }
+
+
+def seal(messages: list[dict], pending: list[dict], settings: dict) -> str | None:
+    """A keyed digest of the whole conversation up to a pause (the task, every message, every
+    result: not the system prompt, which a resumed run replaces by its own), what the pause
+    recorded and the settings it ran with, with a key only this machine's runs/ holds: a bare
+    --approve goes on only from a pause it finds sealed, so an edit of the transcript anywhere,
+    or a transcript from elsewhere, needs the codes --show prints."""
     try:
         config.RUNS.mkdir(mode=0o700, exist_ok=True)
         key_file = config.RUNS / ".pause-key"
@@ -115,8 +130,11 @@ def seal(pending: list[dict]) -> str | None:
         key = key_file.read_bytes()
     except OSError:
         return None
-    made_of = json.dumps(pending, sort_keys=True).encode("utf-8", "surrogatepass")
-    return hmac.new(key, made_of, hashlib.sha256).hexdigest()
+    conversation = messages[1:] if messages and messages[0].get("role") == "system" else messages
+    # as the transcript holds it: the key hidden, what JSON cannot tell apart the same
+    made_of = json.dumps([conversation, pending, settings], sort_keys=True, ensure_ascii=False)
+    text = hide_secrets(made_of).encode("utf-8", "surrogatepass")
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
 
 
 def code(call: dict) -> str:
@@ -156,8 +174,9 @@ def explain(messages: list[dict]) -> str:
     )
 
 
-def how_to_go_on(events_path, count: int, replayed: bool = False) -> str:
-    """The line the command line prints when a run pauses."""
+def how_to_go_on(events_path, count: int, settings: dict, replayed: bool = False) -> str:
+    """The line the command line prints when a run pauses: the way on, with the settings the run
+    had (they came from the person), so that pasted as it is it goes on as the run would have."""
     if replayed:
         return (
             f"paused: {count} command(s) wait for your yes, and a replay has no one to ask: "
@@ -166,9 +185,39 @@ def how_to_go_on(events_path, count: int, replayed: bool = False) -> str:
     program = quoted(sys.argv[0]) if sys.argv[0].endswith(".py") else "agent.py"
     path = quoted(str(events_path))
     return (
-        f"paused: {count} command(s) wait for your yes; go on with: python {program} --resume "
-        f"{path} --approve (all, or the codes shown), or --reject 'why'; "
-        f"--show {path} shows them again"
+        f"paused: {count} command(s) wait for your yes; go on with: {as_options(settings)}"
+        f"python {program} --resume {path} --approve{as_flags(settings)} (all, or the codes "
+        f"shown), or --reject 'why'; --show {path} shows them again"
+    )
+
+
+def as_flags(settings: dict) -> str:
+    """The command-line options that give these settings (a server address with a password in
+    it is left to the person's own setting: it is never printed)."""
+    flags = f" --workdir {quoted(settings['workspace'])}"
+    if "***@" not in settings["base_url"]:
+        flags += f" --base-url {quoted(settings['base_url'])}"
+    flags += f" --model {quoted(settings['model'])}" + " --sandbox" * settings["sandbox"]
+    return flags
+
+
+def as_options(settings: dict) -> str:
+    """The environment a setting without a flag needs, before the command."""
+    return "AGENT_SANDBOX_NETWORK=1 " if settings.get("sandbox_network") else ""
+
+
+def other_settings(recorded, now: dict) -> str | None:
+    """What a run going on from a pause must add to have the settings the pause had, in one
+    line; None when they are the same."""
+    if not isinstance(recorded, dict) or recorded == now:
+        return None if recorded == now else "the pause recorded no settings"
+    differ = [key for key in now if recorded.get(key) != now[key]]
+    shown = {k: v for k, v in recorded.items() if isinstance(v, (str, bool))}
+    wanted = as_flags({**now, **shown}) if all(k in shown for k in now) else ""
+    extra = as_options({**now, **shown})
+    return (
+        f"this pause ran with other settings ({', '.join(differ)}): go on with the same, "
+        f"{extra}--resume ... --approve{wanted}"
     )
 
 
@@ -184,11 +233,15 @@ def show_waiting(messages: list[dict]) -> None:
         say(f"  ⏸ [{code(call)}] run_shell, id {one_line(call['id'])}:\n{shown}")
 
 
-def decisions(events: list[dict], approve: list[str] | None, reject: str | None) -> dict:
+def decisions(
+    events: list[dict], approve: list[str] | None, reject: str | None, settings: dict
+) -> dict:
     """What --approve [CODE ...] and --reject REASON say of a paused transcript's waiting calls:
     {call id: True, or the reason to decline it}. NotApproved, in one line, when the transcript is
     not paused, when its waiting calls are not among those its pause recorded (it changed since),
-    when a bare --approve finds the pause not sealed here, or when a code names none of them."""
+    when a bare --approve finds the pause not sealed here (the whole conversation, and nothing
+    after the pause), when a pause sealed here ran with other settings than these (settings:
+    settings_of() for this run), or when a code names none of them."""
     from realworld import transcripts
 
     pause, messages = last_end(events), transcripts.rebuild(events)
@@ -200,10 +253,8 @@ def decisions(events: list[dict], approve: list[str] | None, reject: str | None)
             "the transcript changed since it paused: the calls waiting in it are not those its "
             "pause recorded; nothing was run (--show prints what it holds now)"
         )
-    sealed = isinstance(pause.get("seal"), str) and (made := seal(pause["pending"])) is not None
-    if approve == [] and not (
-        sealed and hmac.compare_digest(pause["seal"].encode(errors="surrogatepass"), made.encode())
-    ):
+    sealed = sealed_here(events)
+    if approve == [] and not sealed:
         raise NotApproved(
             (
                 "this pause could not be sealed (runs/ could not keep the key)"
@@ -212,6 +263,8 @@ def decisions(events: list[dict], approve: list[str] | None, reject: str | None)
             )
             + ": approve the calls by the codes --show prints (--approve CODE ...)"
         )
+    if sealed and (other := other_settings(pause.get("settings"), settings)):
+        raise NotApproved(other)
     codes = {code(c): c["id"] for c in calls}
     answered = {code(c) for c in last_calls(messages)} - set(codes)
     for given in approve or []:
@@ -233,6 +286,24 @@ def decisions(events: list[dict], approve: list[str] | None, reject: str | None)
     if reject is not None:
         chosen.update({i: reject or False for i in codes.values() if i not in approved})
     return chosen
+
+
+def sealed_here(events: list[dict]) -> bool:
+    """Whether the last pause of a transcript is sealed by this agent here, over the whole
+    conversation before it, and nothing but a --resume's start has been recorded since (a
+    result recorded after it, forged or of a killed run, is not covered by the seal)."""
+    from realworld import transcripts
+
+    ends = [i for i, e in enumerate(events) if e["type"] == "turn/end" and "under" not in e]
+    if not ends or not isinstance(events[ends[-1]].get("seal"), str):
+        return False
+    pause = events[ends[-1]]
+    if any(e["type"] != "run/resume" for e in events[ends[-1] + 1 :]):
+        return False
+    before = transcripts.rebuild(events[: ends[-1]])
+    made = seal(before, pause.get("pending"), pause.get("settings"))
+    given = pause["seal"].encode("utf-8", "surrogatepass")
+    return made is not None and hmac.compare_digest(given, made.encode())
 
 
 def is_part_of(now: list, recorded: list) -> bool:

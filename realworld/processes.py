@@ -83,9 +83,16 @@ def adopt_orphans() -> None:
 def children(pid: int) -> set[int]:
     """The processes whose parent is pid (Linux's /proc; elsewhere none are known)."""
     found = set()
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            found |= {int(child) for child in task.read_text().split()}
+    try:  # a process that has just exited has no /proc entry left, even while it is listed
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        with contextlib.suppress(OSError, ValueError):
+            found |= {
+                int(child)
+                for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            }
     return found
 
 

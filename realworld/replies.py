@@ -27,7 +27,16 @@ from urllib.parse import urlsplit
 
 import config
 from realworld import dialects
-from realworld.guards import clean_text, hide_secrets, say, shorten, shown_url, visible
+from realworld.guards import (
+    MAX_DEPTH,
+    clean_text,
+    hide_secrets,
+    say,
+    shorten,
+    shown_url,
+    too_deep,
+    visible,
+)
 from tools import TOOL_MAP, parameters
 
 PARAMETERS = {name: parameters(name) for name in TOOL_MAP}  # what a call written as text must give
@@ -337,16 +346,26 @@ def whole_reply(resp, model: str, quoting=()):
         raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
     problem = reply_problem(resp)  # the SDK builds a reply without checking its shape
     if problem:
-        raise RequestFailed(
-            f"the server sent a reply with {problem}: {shorten(hide_secrets(str(resp)), 300)}"
-        )
+        shown = "" if "nested" in problem else excerpt(resp)
+        raise RequestFailed(f"the server sent a reply with {problem}{shown}")
     return resp
+
+
+def excerpt(resp) -> str:
+    """The start of a reply that cannot be used, as the JSON it came as ("" where it cannot be
+    shown)."""
+    try:
+        return f": {shorten(hide_secrets(resp.model_dump_json(warnings=False)), 300)}"
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return ""
 
 
 def reply_problem(resp) -> str | None:
     """What makes a reply unusable as a chat completion ("no choices", ...), or None if
     nothing does."""
     choices = getattr(resp, "choices", None)
+    if too_deep(resp):  # before anything reads it recursively
+        return f"fields nested more than {MAX_DEPTH} deep"
     if not isinstance(choices, list) or not choices:
         return "no choices"
     message = getattr(choices[0], "message", None)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import config
 import tools
 from realworld import replies
-from realworld.guards import hide_secrets, say, shorten, visible
+from realworld.guards import MAX_DEPTH, hide_secrets, nested_deeper, say, shorten, visible
 
 # The fields each event needs for --show, --replay and --resume.
 EVENT_FIELDS = {
@@ -170,9 +170,11 @@ def read(path: Path) -> list[dict]:
         lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
     events = []
     for number, line in lines:
+        if nested_deeper(line):  # every reader after this one is recursive: the page, --show
+            raise ValueError(f"{path}, line {number}: nested more than {MAX_DEPTH} deep")
         try:
             event = json.loads(line)
-        except (ValueError, RecursionError):
+        except ValueError:
             # a run killed while writing its last line
             if number == lines[-1][0] and not line.endswith("\n"):
                 say(f"agent: {path}, line {number}: cut off, skipped")
@@ -190,7 +192,26 @@ def read(path: Path) -> list[dict]:
                 f"{path}, line {number}: {bad_field(event)} is not of the form a transcript records"
             )
         events.append(event)
+    if repeated := repeated_id(events):
+        raise ValueError(f"{path}: {repeated}")
     return events
+
+
+def repeated_id(events: list[dict]) -> str | None:
+    """What repeats a call id in the conversation a transcript rebuilds to, or None: two calls
+    with one id (an approval of one would approve both), or two results for one call."""
+    called, answered = set(), set()
+    for message in rebuild(events):
+        ids = [call["id"] for call in message.get("tool_calls") or []]
+        if message["role"] == "tool":
+            if message["tool_call_id"] in answered:
+                return f"two results answer the call id {message['tool_call_id']!r}: refused"
+            answered.add(message["tool_call_id"])
+        for call_id in ids:
+            if call_id in called:
+                return f"two calls have the id {call_id!r}: a transcript that repeats it is refused"
+            called.add(call_id)
+    return None
 
 
 def bad_field(event: dict) -> str | None:

@@ -279,4 +279,4 @@ def test_a_reply_field_nested_hundreds_deep_is_one_clear_line(loop, server):
         nested = [nested]
     server.add(reply("hello", provider_extra=nested))
     result = loop("go")
-    assert result.status == "api_error" and "a field nested too deep to read" in result.text
+    assert result.status == "api_error" and "fields nested more than 100 deep" in result.text
