@@ -188,6 +188,19 @@ def last_reply(messages: list[dict]) -> int:
     return replies_at[-1] if replies_at else len(messages)
 
 
+class Compacted(str):
+    """The text compaction put in a message's place (a placeholder, a summary), as it is sent;
+    replaced: the texts it stands for, which the rules that read the conversation still read
+    (a call a tool result held stays one the model repeats, not one it makes: replies.quotable)."""
+
+    replaced: tuple[str, ...] = ()
+
+    def __new__(cls, text: str, replaced=()):
+        made = super().__new__(cls, text)
+        made.replaced = tuple(replaced)
+        return made
+
+
 def placeholders(messages: list[dict], start: int, end: int, transcript) -> dict:
     """Replace each long tool result in messages[start:end] by a placeholder, in place;
     {call id: placeholder}."""
@@ -205,7 +218,8 @@ def placeholders(messages: list[dict], start: int, end: int, transcript) -> dict
         function = calls.get(message["tool_call_id"], {"name": "?", "arguments": ""})
         text = placeholder(function, message["tool_call_id"], content, bool(transcript))
         if len(text) < len(content):  # a placeholder never takes more room than what it replaces
-            message["content"] = replaced[message["tool_call_id"]] = text
+            message["content"] = Compacted(text, replies.quoted_texts([message]))
+            replaced[message["tool_call_id"]] = text
     return replaced
 
 
@@ -256,7 +270,8 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
         transcripts.record(under, "turn/end", status="no_summary")
         return None
     summary = summary[:4_000]
-    messages[first:current] = summary_messages(summary)
+    said = replies.quoted_texts(messages[first:current])
+    messages[first:current] = summary_messages(summary, said)
     return {"replaced": current - first, "text": summary, "under": under.under}
 
 
@@ -275,10 +290,10 @@ def nothing_to_summarize(earlier: list[dict]) -> bool:
     return len(earlier) <= 2 and first.startswith(SUMMARY_HEAD)
 
 
-def summary_messages(summary: str) -> list[dict]:
-    """The two messages that stand for the earliest turns."""
+def summary_messages(summary: str, replaced=()) -> list[dict]:
+    """The two messages that stand for the earliest turns (replaced: what they said)."""
     return [
-        {"role": "user", "content": SUMMARY_HEAD + summary},
+        {"role": "user", "content": Compacted(SUMMARY_HEAD + summary, replaced)},
         {"role": "assistant", "content": SUMMARY_REPLY},
     ]
 
@@ -288,9 +303,11 @@ def apply(messages: list[dict], event: dict) -> None:
     replaced = recorded_placeholders(event)
     for message in messages:
         if message["role"] == "tool" and message["tool_call_id"] in replaced:
-            message["content"] = replaced[message["tool_call_id"]]
+            text = replaced[message["tool_call_id"]]
+            message["content"] = Compacted(text, replies.quoted_texts([message]))
     if span := summary_span(messages, event):
-        messages[span] = summary_messages(event["summary"]["text"])
+        said = replies.quoted_texts(messages[span])
+        messages[span] = summary_messages(event["summary"]["text"], said)
 
 
 def recorded_placeholders(event: dict) -> dict:

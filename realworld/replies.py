@@ -573,13 +573,21 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 def quotable(messages: list[dict]) -> tuple[list[str], str]:
     """What the person wrote and the tools returned (a reply that repeats a call from them quotes
     it), and the person's last message (which may ask to see a call, not to run it)."""
-    texts = [
-        m["content"]
-        for m in messages
-        if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
-    ]
+    texts = quoted_texts(messages)
     asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
     return texts, asked if isinstance(asked, str) else ""
+
+
+def quoted_texts(messages: list[dict]) -> list[str]:
+    """What the person wrote and the tools returned in messages, with the texts compaction put a
+    placeholder or a summary in the place of (compaction.Compacted): a call once read in a tool
+    result stays a repeat after compaction."""
+    texts = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") in ("user", "tool") and isinstance(content, str):
+            texts += [content, *getattr(content, "replaced", ())]
+    return texts
 
 
 def reply_message(msg, messages: list[dict], quoting=((), "")) -> tuple[dict, list[str]]:
