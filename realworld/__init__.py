@@ -7,6 +7,8 @@ agent.py holds the loop, tools.py the tools, config.py the settings. This folder
 - guards.py: what untrusted text passes on its way to the person (escapes shown) and the model
   (the key hidden, the length bounded);
 - sandbox.py: --sandbox, every command confined by the operating system;
+- protected.py: what no tool call may change (configuration, the agent's own code), and what a
+  command made of it moved aside, never deleted;
 - processes.py: a command's output read as it comes, and no process outliving its command;
 - cli.py: the command line around run().
 """
