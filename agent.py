@@ -208,7 +208,8 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
     if outcome.status == "paused":  # the caller says how to go on
         pending = pauses.recorded(messages)
         settings = pauses.settings_of(model, workdir, client.base_url)
-        sealed = {"seal": pauses.seal(messages, pending, settings)} if transcript else {}
+        path = getattr(transcript, "name", None)  # a file: a subagent's is inside another's
+        sealed = {"seal": pauses.seal(path, pending, settings)} if transcript else {}
         transcripts.record(
             transcript, "turn/end", status="paused", pending=pending, settings=settings, **sealed
         )

@@ -134,7 +134,7 @@ def decided(options, recorded: list[dict]) -> dict | None:
     if not options.resume:
         raise pauses.NotApproved("--approve and --reject go with --resume TRANSCRIPT")
     settings = pauses.settings_of(options.model, options.workdir, options.base_url)
-    return pauses.decisions(recorded, options.approve, options.reject, settings)
+    return pauses.decisions(options.resume, recorded, options.approve, options.reject, settings)
 
 
 def converse(options, task: str, recorded: list[dict], transcript, approvals) -> int:
@@ -193,7 +193,7 @@ def converse(options, task: str, recorded: list[dict], transcript, approvals) ->
         approvals = None
         status = EXIT_STATUS.get(outcome.status, 3)
         if outcome.status == "paused":
-            waiting = len(pauses.waiting(messages))
+            waiting = pauses.waiting(messages)
             settings = pauses.settings_of(options.model, options.workdir, options.base_url)
             say(pauses.how_to_go_on(transcript.name, waiting, settings, bool(replay)))
             if each and [m["role"] for m in messages].count("user") == asked:

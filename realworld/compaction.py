@@ -92,22 +92,27 @@ def tokens(messages: list[dict], tools: list[dict], client) -> int:
 
 def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
     """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
-    size = len(json.dumps(tools or [], ensure_ascii=False).encode())
+    size = nbytes(json.dumps(tools or [], ensure_ascii=False))
     for message in messages:
         size += content_size(message.get("content")) + PER_MESSAGE * BYTES_PER_TOKEN
-        size += len(str(message.get("reasoning_content") or "").encode())  # sent back (DeepSeek)
+        size += nbytes(str(message.get("reasoning_content") or ""))  # sent back (DeepSeek)
         for call in message.get("tool_calls") or []:
-            size += len(json.dumps(call, ensure_ascii=False).encode())
+            size += nbytes(json.dumps(call, ensure_ascii=False))
     return size // BYTES_PER_TOKEN
+
+
+def nbytes(text: str) -> int:
+    """Text's size in UTF-8 (a lone surrogate, a file name's stray byte, counted too)."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def content_size(content) -> int:
     """The bytes a message's content counts for: its text, or its parts' text and IMAGE_BYTES for
     each other part (an image's data is not read as text by the model)."""
     if not isinstance(content, list):
-        return len(str(content or "").encode())
+        return nbytes(str(content or ""))
     return sum(
-        len(str(part.get("text") or "").encode()) if part.get("type") == "text" else IMAGE_BYTES
+        nbytes(str(part.get("text") or "")) if part.get("type") == "text" else IMAGE_BYTES
         for part in content
         if isinstance(part, dict)
     )

@@ -97,7 +97,9 @@ def clip(text: str, limit: int | None = None) -> str:
     """What the model gets of a tool result: the key blanked out, then at most limit
     (AGENT_MAX_OUTPUT) characters, the head and the tail, with a line that says how much
     was left out."""
-    text, limit = hide_secrets(text), limit or config.MAX_OUTPUT
+    # valid Unicode: a file name that is not UTF-8 comes as lone surrogates, which no request can
+    # carry as UTF-8
+    text, limit = hide_secrets(clean_text(text)), limit or config.MAX_OUTPUT
     if len(text) <= limit:
         return text
     return joined(

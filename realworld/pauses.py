@@ -25,7 +25,7 @@ from pathlib import Path
 
 import config
 import tools
-from realworld.guards import hide_secrets, say, shown_url, visible
+from realworld.guards import nested_deeper, say, shown_url, visible
 
 
 class NotApproved(ValueError):
@@ -114,27 +114,86 @@ def settings_of(model: str, workdir, base_url: str) -> dict:
     }
 
 
-def seal(messages: list[dict], pending: list[dict], settings: dict) -> str | None:
-    """A keyed digest of the whole conversation up to a pause (the task, every message, every
-    result: not the system prompt, which a resumed run replaces by its own), what the pause
-    recorded and the settings it ran with, with a key only this machine's runs/ holds: a bare
-    --approve goes on only from a pause it finds sealed, so an edit of the transcript anywhere,
-    or a transcript from elsewhere, needs the codes --show prints."""
+def seal(path, pending: list[dict], settings: dict, before: bytes | None = None) -> str | None:
+    """A keyed digest of a pause, with a key only this machine's runs/ holds: the transcript's path,
+    every byte it holds before the pause (the task, every message, every result, a subagent's and
+    a summary's requests: the whole run), what waits and the settings it ran with. A bare
+    --approve goes on only from a pause it finds sealed, once: an edit of the transcript anywhere,
+    a copy under another name, or a pause already gone on from needs the codes --show prints.
+    before: the bytes to seal (else the file's, as it is now)."""
     try:
-        config.RUNS.mkdir(mode=0o700, exist_ok=True)
-        key_file = config.RUNS / ".pause-key"
-        with contextlib.suppress(FileExistsError):  # made once, by the first pause
-            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(secrets.token_bytes(32))
-        key = key_file.read_bytes()
-    except OSError:
+        if before is None:
+            before = Path(path).read_bytes()
+        key = pause_key()
+    except (OSError, TypeError):
         return None
-    conversation = messages[1:] if messages and messages[0].get("role") == "system" else messages
-    # as the transcript holds it: the key hidden, what JSON cannot tell apart the same
-    made_of = json.dumps([conversation, pending, settings], sort_keys=True, ensure_ascii=False)
-    text = hide_secrets(made_of).encode("utf-8", "surrogatepass")
+    made_of = json.dumps([str(Path(path).resolve()), pending, settings], sort_keys=True)
+    text = made_of.encode("utf-8", "surrogatepass") + b"\n" + before
     return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def pause_key() -> bytes:
+    """The key pauses are sealed with, made once in runs/ (readable by its owner only)."""
+    config.RUNS.mkdir(mode=0o700, exist_ok=True)
+    key_file = config.RUNS / ".pause-key"
+    with contextlib.suppress(FileExistsError):  # made once, by the first pause
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+    return key_file.read_bytes()
+
+
+def sealed_here(path, events: list[dict]) -> bool:
+    """Whether the last pause of the transcript at path is sealed by this agent here, over the
+    whole file before it, not gone on from already, and followed by nothing but a --resume's
+    start (a result recorded after it, forged or of a killed run, is not covered)."""
+    pause = last_end(events)
+    ends = [i for i, e in enumerate(events) if e["type"] == "turn/end" and "under" not in e]
+    if not isinstance(pause.get("seal"), str) or pause.get("seal") in spent():
+        return False
+    if any(e["type"] != "run/resume" for e in events[ends[-1] + 1 :]):
+        return False
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return False
+    before = bytes_before_last_pause(raw)
+    made = before is not None and seal(path, pause.get("pending"), pause.get("settings"), before)
+    given = pause["seal"].encode("utf-8", "surrogatepass")
+    return bool(made) and hmac.compare_digest(given, made.encode())
+
+
+def bytes_before_last_pause(raw: bytes) -> bytes | None:
+    """A transcript's bytes before its last line that ends a turn of its own conversation."""
+    at, last = 0, None
+    for line in raw.splitlines(keepends=True):
+        stripped = line.strip()
+        if b'"turn/end"' in stripped and not nested_deeper(stripped.decode(errors="replace")):
+            with contextlib.suppress(ValueError):
+                event = json.loads(stripped)
+                ours = isinstance(event, dict) and "under" not in event
+                if ours and event.get("type") == "turn/end":
+                    last = at
+        at += len(line)
+    return None if last is None else raw[:last]
+
+
+def spent() -> set[str]:
+    """The seals of pauses already gone on from (runs/.pauses-done): each is taken once."""
+    try:
+        return set((config.RUNS / ".pauses-done").read_text(encoding="ascii").split())
+    except (OSError, ValueError):
+        return set()
+
+
+def spend(pause_seal: str) -> None:
+    """Record that a sealed pause has been gone on from: a transcript cut back to it, or another
+    copy of it, is no longer approved without its codes."""
+    with contextlib.suppress(OSError):
+        config.RUNS.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(config.RUNS / ".pauses-done", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="ascii") as f:
+            f.write(pause_seal + "\n")
 
 
 def code(call: dict) -> str:
@@ -174,20 +233,22 @@ def explain(messages: list[dict]) -> str:
     )
 
 
-def how_to_go_on(events_path, count: int, settings: dict, replayed: bool = False) -> str:
-    """The line the command line prints when a run pauses: the way on, with the settings the run
-    had (they came from the person), so that pasted as it is it goes on as the run would have."""
+def how_to_go_on(events_path, calls: list[dict], settings: dict, replayed: bool = False) -> str:
+    """The line the command line prints when a run pauses: the way on, naming the codes of the
+    calls shown and the settings the run had (they came from the person), so that pasted as it
+    is it runs what was shown, where it would have run."""
     if replayed:
         return (
-            f"paused: {count} command(s) wait for your yes, and a replay has no one to ask: "
+            f"paused: {len(calls)} command(s) wait for your yes, and a replay has no one to ask: "
             "replay it at a terminal, or with --yes"
         )
     program = quoted(sys.argv[0]) if sys.argv[0].endswith(".py") else "agent.py"
     path = quoted(str(events_path))
+    codes = "".join(f" {code(c)}" for c in calls)
     return (
-        f"paused: {count} command(s) wait for your yes; go on with: {as_options(settings)}"
-        f"python {program} --resume {path} --approve{as_flags(settings)} (all, or the codes "
-        f"shown), or --reject 'why'; --show {path} shows them again"
+        f"paused: {len(calls)} command(s) wait for your yes; go on with: {as_options(settings)}"
+        f"python {program} --resume {path} --approve{codes}{as_flags(settings)} (name fewer "
+        f"codes to approve fewer), or --reject 'why'; --show {path} shows them again"
     )
 
 
@@ -206,19 +267,31 @@ def as_options(settings: dict) -> str:
     return "AGENT_SANDBOX_NETWORK=1 " if settings.get("sandbox_network") else ""
 
 
-def other_settings(recorded, now: dict) -> str | None:
-    """What a run going on from a pause must add to have the settings the pause had, in one
-    line; None when they are the same."""
-    if not isinstance(recorded, dict) or recorded == now:
-        return None if recorded == now else "the pause recorded no settings"
+def how_to_give(key: str, value) -> str:
+    """How the person gives one setting the value a pause recorded."""
+    if key == "sandbox":
+        return "--sandbox" if value else "no --sandbox and AGENT_SANDBOX unset"
+    if key == "sandbox_network":
+        return "AGENT_SANDBOX_NETWORK=1" if value else "AGENT_SANDBOX_NETWORK unset"
+    flag = {"workspace": "--workdir", "base_url": "--base-url", "model": "--model"}[key]
+    if key == "base_url" and "***@" in str(value):
+        return f"your own setting for {one_line(value)}"
+    return f"{flag} {quoted(one_line(value))}"
+
+
+def other_settings(recorded, now: dict, sealed: bool) -> str | None:
+    """Why a run cannot go on from a pause with settings now, in one line that says what to give:
+    the pause recorded others (sealed: this agent recorded them; else the transcript says so,
+    and only the person can choose to give them). None when they are the same, or a transcript
+    written before pauses recorded settings says none."""
+    if not isinstance(recorded, dict):
+        return "the pause recorded no settings: approve by the codes --show prints" * sealed or None
     differ = [key for key in now if recorded.get(key) != now[key]]
-    shown = {k: v for k, v in recorded.items() if isinstance(v, (str, bool))}
-    wanted = as_flags({**now, **shown}) if all(k in shown for k in now) else ""
-    extra = as_options({**now, **shown})
-    return (
-        f"this pause ran with other settings ({', '.join(differ)}): go on with the same, "
-        f"{extra}--resume ... --approve{wanted}"
-    )
+    if not differ:
+        return None
+    give = "; ".join(how_to_give(key, recorded.get(key)) for key in differ)
+    whose = "this pause ran" if sealed else "the transcript says this pause ran"
+    return f"{whose} with other settings ({', '.join(differ)}); nothing was run: give {give}"
 
 
 def quoted(text: str) -> str:
@@ -234,14 +307,14 @@ def show_waiting(messages: list[dict]) -> None:
 
 
 def decisions(
-    events: list[dict], approve: list[str] | None, reject: str | None, settings: dict
+    path, events: list[dict], approve: list[str] | None, reject: str | None, settings: dict
 ) -> dict:
-    """What --approve [CODE ...] and --reject REASON say of a paused transcript's waiting calls:
-    {call id: True, or the reason to decline it}. NotApproved, in one line, when the transcript is
-    not paused, when its waiting calls are not among those its pause recorded (it changed since),
-    when a bare --approve finds the pause not sealed here (the whole conversation, and nothing
-    after the pause), when a pause sealed here ran with other settings than these (settings:
-    settings_of() for this run), or when a code names none of them."""
+    """What --approve [CODE ...] and --reject REASON say of the waiting calls of the paused
+    transcript at path: {call id: True, or the reason to decline it}. NotApproved, in one line,
+    when the transcript is not paused, when its waiting calls are not among those its pause
+    recorded (it changed since), when a bare --approve finds the pause not sealed here
+    (sealed_here()), when the pause ran with other settings than these (settings: settings_of()
+    for this run), or when a code names none of them. A sealed pause gone on from is spent."""
     from realworld import transcripts
 
     pause, messages = last_end(events), transcripts.rebuild(events)
@@ -253,7 +326,7 @@ def decisions(
             "the transcript changed since it paused: the calls waiting in it are not those its "
             "pause recorded; nothing was run (--show prints what it holds now)"
         )
-    sealed = sealed_here(events)
+    sealed = sealed_here(path, events)
     if approve == [] and not sealed:
         raise NotApproved(
             (
@@ -263,7 +336,7 @@ def decisions(
             )
             + ": approve the calls by the codes --show prints (--approve CODE ...)"
         )
-    if sealed and (other := other_settings(pause.get("settings"), settings)):
+    if other := other_settings(pause.get("settings"), settings, sealed):
         raise NotApproved(other)
     codes = {code(c): c["id"] for c in calls}
     answered = {code(c) for c in last_calls(messages)} - set(codes)
@@ -285,25 +358,9 @@ def decisions(
     chosen = {i: True for i in approved}
     if reject is not None:
         chosen.update({i: reject or False for i in codes.values() if i not in approved})
+    if sealed:
+        spend(pause["seal"])
     return chosen
-
-
-def sealed_here(events: list[dict]) -> bool:
-    """Whether the last pause of a transcript is sealed by this agent here, over the whole
-    conversation before it, and nothing but a --resume's start has been recorded since (a
-    result recorded after it, forged or of a killed run, is not covered by the seal)."""
-    from realworld import transcripts
-
-    ends = [i for i, e in enumerate(events) if e["type"] == "turn/end" and "under" not in e]
-    if not ends or not isinstance(events[ends[-1]].get("seal"), str):
-        return False
-    pause = events[ends[-1]]
-    if any(e["type"] != "run/resume" for e in events[ends[-1] + 1 :]):
-        return False
-    before = transcripts.rebuild(events[: ends[-1]])
-    made = seal(before, pause.get("pending"), pause.get("settings"))
-    given = pause["seal"].encode("utf-8", "surrogatepass")
-    return made is not None and hmac.compare_digest(given, made.encode())
 
 
 def is_part_of(now: list, recorded: list) -> bool:

@@ -14,6 +14,7 @@ link a command wrote, and a file a command could have made is read with bounds (
 import contextlib
 import importlib.machinery
 import os
+import secrets
 import stat
 import sys
 from datetime import datetime, timezone
@@ -22,6 +23,7 @@ from pathlib import Path
 import config
 
 MAX_FOLDERS = 10_000  # folders a scan of the workspace reads at the most
+MAX_ENTRIES = 1_000_000  # entries (files, folders, links) a scan reads at the most
 MAX_CODE = 2_000  # importable entries of one folder the sandbox keeps read-only at the most
 CONFIG_BYTES = 64 * 1024  # of a repository's config, read at the most
 MOVED = ".agent-moved"  # where what a command planted is moved to, inside the workspace
@@ -72,35 +74,58 @@ def configuration_in(root: Path, limit: int = MAX_FOLDERS) -> tuple[dict, dict, 
     itself included; each .env or .envrc file. Second: every entry anywhere that bears one of
     those names, a piece or not, path: identity: the record that after a command tells what the
     person had from what the command made. Third: whether the scan read the whole workspace (at
-    most limit folders; a folder it cannot list counts as not read). Symlinks are not followed,
-    and no file is read."""
-    found, seen, todo, read = {}, {}, [root], 0
+    most limit folders and MAX_ENTRIES entries; a folder it cannot list counts as not read, and
+    the scan goes on past it). Symlinks are not followed, and no file is read."""
+    found, seen, todo, complete, entries_read = {}, {}, [root], True, 0
+    folders = 1
     while todo:
         folder = todo.pop()
-        read += 1
+        named, subfolders = [], []
         try:
-            entries = list(os.scandir(folder))
+            for entry in listing(folder):
+                entries_read += 1
+                lower = entry.name.lower()
+                if lower in GIT_DIR_PIECES or lower == ".git" or is_env(entry):
+                    named.append(entry)
+                elif entry.is_dir(follow_symlinks=False):
+                    subfolders.append(Path(entry.path))
         except FileNotFoundError:
             continue
-        except OSError:  # unlistable (chmod 300), yet git can still enter it by name
-            return found, seen, False
-        if read > limit:
-            return found, seen, False
-        names = {entry.name.lower() for entry in entries}
-        named = [e for e in entries if e.name.lower() in (*GIT_DIR_PIECES, ".git") or is_env(e)]
+        except OSError:  # unlistable, or its path too long: git can still enter it by name
+            complete = False
+            continue
         seen |= identities([Path(e.path) for e in named])
+        names = {e.name.lower() for e in named}
+        pieces = [Path(e.path) for e in named if e.name.lower() in GIT_DIR_PIECES]
         if is_git_dir(names):
-            pieces = [e for e in entries if e.name.lower() in GIT_DIR_PIECES]
-            found |= identities([Path(e.path) for e in pieces])
+            found |= identities(pieces)
             if folder != root:
                 continue
-        for entry in entries:
-            path = Path(entry.path)
-            if entry.name.lower() == ".git" or is_env(entry):
-                found |= identities([path])
-            elif entry.is_dir(follow_symlinks=False) and path not in found:
-                todo.append(path)
-    return found, seen, True
+        found |= identities([Path(e.path) for e in named if e.name.lower() == ".git" or is_env(e)])
+        subfolders += [p for p in pieces if p not in found and p.is_dir() and not p.is_symlink()]
+        folders += len(subfolders)
+        if folders > limit or entries_read > MAX_ENTRIES:
+            return found, seen, False
+        todo += subfolders
+    return found, seen, complete
+
+
+def listing(folder: Path):
+    """The entries of a folder, one at a time (a folder of a million files holds no memory); where
+    a command took the owner's right to list it (chmod 300), that right is given back first."""
+    try:
+        entries = os.scandir(folder)
+    except PermissionError:
+        status = os.lstat(folder)
+        if stat.S_ISLNK(status.st_mode):
+            raise
+        os.chmod(folder, stat.S_IMODE(status.st_mode) | stat.S_IRWXU)
+        try:
+            entries = os.scandir(folder)
+        finally:  # an open folder stays readable: its mode is the person's again at once
+            os.chmod(folder, stat.S_IMODE(status.st_mode))
+    with entries:
+        yield from entries
 
 
 def is_env(entry: os.DirEntry) -> bool:
@@ -121,6 +146,18 @@ def identities(paths: list[Path]) -> dict[Path, tuple]:
     return found
 
 
+def moved_aside(root: Path) -> list[Path]:
+    """The folders at the top of the workspace that things are moved aside into (.agent-moved,
+    .agent-moved-TIME), real folders only: what lies in them was made by a command, never the
+    person's, and they stay read-only in the sandbox."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            if entry.name.startswith(MOVED) and entry.is_dir(follow_symlinks=False):
+                found.append(Path(entry.path))
+    return found
+
+
 def made_by_command(before: dict, after: dict) -> list[Path]:
     """What a command made, of the pieces after it (path: identity): each one that was not at its
     path, as that file or folder, in the record taken before the command (before: path:
@@ -129,13 +166,16 @@ def made_by_command(before: dict, after: dict) -> list[Path]:
     return [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
 
 
-def hooks_folders(root: Path, found: dict) -> list[Path]:
+def hooks_folders(root: Path, found: dict, planted: list[Path]) -> list[Path]:
     """The folders core.hooksPath names in the configs of the repositories found (husky's
     .husky/), where they are folders strictly inside the workspace and hold no repository's work
     tree: git runs the hooks in them. Read before a command, to keep them read-only; never used
-    to judge what a command made. A simple read of the key; include.path is not followed."""
+    to judge what a command made, and never read from a link or from what was moved aside
+    (planted). A simple read of the key; include.path is not followed."""
     folders = []
     for piece in found:
+        if piece.is_symlink() or any(piece.is_relative_to(p) for p in planted):
+            continue  # a link, or a config a command planted: not followed
         # a .git folder's config, or the config piece of a folder git takes for a repository
         config_file = piece / "config" if piece.name.lower() == ".git" else piece
         if config_file.name.lower() != "config":
@@ -223,12 +263,17 @@ def is_init(name: str) -> bool:
     return name.lower().startswith("__init__.") and is_code_name(name)
 
 
+def inits(folder: Path) -> list[Path]:
+    """The __init__ files that make a folder a regular package, as Python's FileFinder looks for
+    them: __init__ with each of its suffixes (looked up by name: a folder of a million files is
+    not listed)."""
+    names = [folder / f"__init__{suffix}" for suffix in importlib.machinery.all_suffixes()]
+    return [path for path in names if os.path.lexists(path)]
+
+
 def is_package(folder: Path) -> bool:
     """Whether a folder is a regular package: it holds an __init__ file."""
-    try:
-        return any(is_init(entry.name) for entry in os.scandir(folder))
-    except OSError:
-        return False
+    return bool(inits(folder))
 
 
 def is_own_code(root: Path, target: Path) -> bool:
@@ -280,23 +325,24 @@ def code_entries(folder: Path, root: Path, record: dict) -> list[Path]:
     files of its folders, path: identity."""
     code = []
     try:
-        entries = list(os.scandir(folder))
+        entries = listing(folder)
+        for count, entry in enumerate(entries):
+            if count > MAX_ENTRIES:
+                code += [folder] * MAX_CODE  # too many to keep read-only: own_code() says so
+                break
+            path = Path(entry.path)
+            if not path.is_relative_to(root) and not root.is_relative_to(path):
+                continue  # outside the workspace: read-only in the sandbox anyway
+            # a link to a folder imports as the folder does
+            made_of = inits(path) if entry.is_dir() else []
+            if path.is_relative_to(root) and path != root:
+                record |= identities([path])
+                if is_code_name(entry.name) or (made_of and entry.name.isidentifier()):
+                    code.append(path)
+            record |= identities([p for p in made_of if p.is_relative_to(root)])
+            code += [p for p in made_of if p.is_relative_to(root) and path == root]
     except OSError:
-        return code
-    for entry in entries:
-        path = Path(entry.path)
-        if not path.is_relative_to(root) and not root.is_relative_to(path):
-            continue  # outside the workspace: read-only in the sandbox anyway
-        inits = []
-        if entry.is_dir():  # a link to a folder imports as the folder does
-            with contextlib.suppress(OSError):
-                inits = [Path(e.path) for e in os.scandir(path) if is_init(e.name)]
-        if path.is_relative_to(root) and path != root:
-            record |= identities([path])
-            if is_code_name(entry.name) or (inits and entry.name.isidentifier()):
-                code.append(path)
-        record |= identities([p for p in inits if p.is_relative_to(root)])
-        code += [p for p in inits if p.is_relative_to(root) and path == root]
+        pass
     return code
 
 
@@ -325,9 +371,10 @@ def move_aside(root: Path, paths: list[Path]) -> tuple[Path | None, list[Path]]:
 
 
 def new_folder(root: Path) -> tuple[int, Path]:
-    """A folder of the workspace that nothing else has held: .agent-moved/TIME (TIME-2, ... if
-    taken), opened; or, where a command left something else as .agent-moved, .agent-moved-TIME."""
-    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    """A folder of the workspace that nothing else has held, opened: .agent-moved/TIME-RANDOM; or,
+    where a command left something else as .agent-moved, .agent-moved-TIME-RANDOM."""
+    # the time, and a random part a command cannot guess and take first
+    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
     base = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with contextlib.suppress(FileExistsError):
@@ -339,7 +386,7 @@ def new_folder(root: Path) -> tuple[int, Path]:
             name, parent, folder = f"{MOVED}-", base, None
         try:
             for tries in range(1, 100):
-                made = stamp if tries == 1 else f"{stamp}-{tries}"
+                made = stamp if tries == 1 else f"{stamp}{secrets.token_hex(4)}"
                 try:
                     os.mkdir(made, 0o700, dir_fd=parent)
                 except FileExistsError:

@@ -626,7 +626,7 @@ def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
     call = call if isinstance(call, dict) else {}
     # none for a "custom" call
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    call_id = call.get("id")
+    call_id = clean_text(call.get("id")) if isinstance(call.get("id"), str) else None
     if not isinstance(call_id, str) or not call_id.strip() or call_id in taken:
         # some local servers send none, or the same every time
         call_id = f"call_{uuid.uuid4().hex[:24]}"

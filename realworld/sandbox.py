@@ -29,6 +29,7 @@ from realworld.protected import (
     hooks_folders,
     made_by_command,
     move_aside,
+    moved_aside,
     own_code,
 )
 
@@ -74,12 +75,28 @@ def record(root: Path) -> dict:
     what the command left against."""
     found, seen, complete = configuration_in(root)
     code, code_seen, few = own_code(root)
+    planted = moved_aside(root)
+    kept = [*found, *hooks_folders(root, found, planted), *code, *planted]
+    persons = {p: i for p, i in found.items() if not any(p.is_relative_to(q) for q in planted)}
     return {
-        "read_only": [*found, *hooks_folders(root, found), *code],
-        "protected": found,
+        "read_only": [p for p in kept if bindable(p, root)],
+        # the person's own configuration, which a command may move but not make
+        "protected": persons,
         "seen": {**seen, **code_seen},
         "complete": complete and few,
     }
+
+
+def bindable(path: Path, root: Path) -> bool:
+    """Whether bubblewrap can keep path read-only: a link only where it leads to something inside
+    the workspace (bubblewrap binds what it leads to); one that leads outside (read-only anyway)
+    or nowhere would make every command fail."""
+    if not path.is_symlink():
+        return True
+    try:
+        return path.resolve(strict=True).is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
 
 
 def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:

@@ -205,11 +205,13 @@ def repeated_id(events: list[dict]) -> str | None:
         ids = [call["id"] for call in message.get("tool_calls") or []]
         if message["role"] == "tool":
             if message["tool_call_id"] in answered:
-                return f"two results answer the call id {message['tool_call_id']!r}: refused"
+                shown = visible(message["tool_call_id"])
+                return f"two results answer the call id '{shown}': refused"
             answered.add(message["tool_call_id"])
         for call_id in ids:
             if call_id in called:
-                return f"two calls have the id {call_id!r}: a transcript that repeats it is refused"
+                shown = visible(call_id)
+                return f"two calls have the id '{shown}': a transcript that repeats it is refused"
             called.add(call_id)
     return None
 

@@ -166,7 +166,7 @@ def test_the_codes_still_approve_what_show_prints(agent, server):
 def way_on(stderr: str) -> list[str]:
     """The command the pause printed, as words, to run here."""
     line = next(each for each in stderr.splitlines() if "go on with: " in each)
-    words = shlex.split(line.split("go on with: ", 1)[1].split(" (all, or")[0])
+    words = shlex.split(line.split("go on with: ", 1)[1].split(" (name fewer")[0])
     assert words[0] == "python"
     return [sys.executable, *words[1:]]
 
