@@ -366,3 +366,107 @@ def test_write_file_in_the_playground_is_the_persons_when_the_agent_is_above(tmp
             "write_file", json.dumps({"path": path, "content": "x"}), project / "playground", False
         )
         assert ok is expected, path
+
+
+# --- Members a fresh pair of eyes found --------------------------------------------------------
+# Each was a way round one of the rules above; the rule, not the member, is what changed.
+
+
+@sandboxed_only
+def test_names_a_command_takes_first_do_not_keep_a_plant_in_place(tmp_path):
+    # the folder things are moved into has a random part: a command cannot take every name
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    taken = (
+        "mkdir -p .agent-moved && cd .agent-moved && now=$(date -u +%s) && for s in 0 1 2 3; do "
+        "t=$(date -u -d @$((now+s)) +%Y%m%dT%H%M%SZ); touch $t; for i in $(seq 2 99); do "
+        "touch $t-$i; done; done; cd .. && git init -q . && git config core.fsmonitor 'touch PWNED'"
+    )
+    result = run(taken, workspace)
+    assert "the sandbox moved .git" in result and not (workspace / ".git").exists()
+
+
+@sandboxed_only
+def test_what_was_moved_aside_stays_planted_whatever_a_later_command_does(tmp_path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    first = (
+        "git init -q y && git -C y config core.fsmonitor 'touch PWNED' && mkdir x && "
+        "echo hi > x/.git && ln x/.git spare && git -C y config core.hooksPath ../../../src"
+    )
+    assert "the sandbox moved x/.git, y/.git" in run(first, workspace)
+    (workspace / "src").mkdir()
+    # a hard link to what was moved, or the move undone by the command: moved aside again
+    stamp = moved(workspace).relative_to(workspace)
+    second = (
+        f"printf 'gitdir: {stamp}/y/.git\\n' > spare && mv spare .git; "
+        f"mv {stamp}/y ./y2; echo x > src/b.txt && echo wrote"
+    )
+    result = run(second, workspace)
+    assert "wrote" in result and "the sandbox moved .git" in result, result
+    assert "Read-only file system" in result  # the quarantine is the agent's, not the command's
+    # mv out of the read-only quarantine copies: the copy is new, and moved aside in its turn
+    assert not (workspace / ".git").exists() and not (workspace / "y2" / ".git").exists()
+    subprocess.run(["git", "-C", str(workspace), "status"], capture_output=True)
+    assert not (workspace / "PWNED").exists()
+
+
+@sandboxed_only
+@pytest.mark.parametrize("link", ["data", "/etc", "nowhere"])
+def test_a_link_moved_aside_never_stops_the_next_command(tmp_path, link):
+    workspace = tmp_path / "work"
+    (workspace / "data").mkdir(parents=True)
+    assert "the sandbox moved .git" in run(f"ln -s {link} .git", workspace)
+    assert run("echo next", workspace) == "next\n"
+
+
+@sandboxed_only
+def test_a_folder_the_scan_cannot_list_hides_no_plant_elsewhere(tmp_path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    deep = (
+        "python3 -c \"import os\nfor n in 'ab':\n    os.mkdir(n); fd = os.open(n, os.O_RDONLY)\n"
+        "    for i in range(20):\n        os.mkdir('d' * 250, dir_fd=fd); nf = os.open('d' * 250, "
+        'os.O_RDONLY, dir_fd=fd); os.close(fd); fd = nf" && git init -q z'
+    )
+    result = run(deep, workspace)
+    assert "the sandbox moved z/.git" in result and not (workspace / "z" / ".git").exists()
+    assert "(or one it cannot list)" in result
+
+
+@sandboxed_only
+def test_a_name_that_is_not_utf_8_reaches_the_model_as_text(tmp_path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    result = run('d=$(printf \'\\377\'); mkdir "$d" && git init -q "$d"', workspace)
+    assert "the sandbox moved " in result
+    result.encode("utf-8")  # no lone surrogate: every later request can carry it
+
+
+# Python takes a folder without __init__ as a namespace package for any name nothing else has:
+# subprocess's `try: import msvcrt` on Linux, then `from _winapi import CREATE_NEW_CONSOLE` imports
+# the submodule _winapi/CREATE_NEW_CONSOLE.py (PEP 420; Lib/subprocess.py).
+NAMESPACE_PLANT = {
+    "msvcrt/README.txt": "x\n",
+    "_winapi/CREATE_NEW_CONSOLE.py": "import pathlib; pathlib.Path(MARKER).touch()\n",
+}
+
+
+def test_a_folder_without_init_beside_the_agent_is_never_imported(tmp_path, monkeypatch):
+    project = project_copy(tmp_path)
+    monkeypatch.setattr(config, "HERE", project)
+    marker = tmp_path / "PWNED"
+    for path, content in NAMESPACE_PLANT.items():
+        arguments = json.dumps(
+            {"path": path, "content": content.replace("MARKER", repr(str(marker)))}
+        )
+        tools.run_call("write_file", arguments, project, yes=False)
+    assert (project / "_winapi" / "CREATE_NEW_CONSOLE.py").exists()  # written: not code by name
+    started = subprocess.run(
+        [sys.executable, str(project / "agent.py"), "--help"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 0 and not marker.exists(), started.stderr

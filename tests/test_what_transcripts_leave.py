@@ -343,3 +343,70 @@ def test_arguments_nested_past_the_bound_are_an_error_the_model_reads(tmp_path, 
     arguments = '{"path": ' + nested(depth) + "}"
     result, ok = tools.run_call("read_file", arguments, tmp_path, yes=False)
     assert not ok and result == f"error: arguments are nested more than {MAX_DEPTH} deep"
+
+
+# --- Members a fresh pair of eyes found --------------------------------------------------------
+
+
+@posix_only
+def test_a_transcript_cut_back_to_a_pause_already_gone_on_from_is_not_approved_again(agent, server):
+    result, _ = paused(agent, server, call("run_shell", {"command": "echo one >> log"}, "c1"))
+    first_pause = result.transcript.read_bytes()
+    server.add(reply(tool_calls=[call("run_shell", {"command": "echo two >> log"}, "c2")]))
+    went = agent("--resume", str(result.transcript), "--approve")
+    assert went.returncode == 4 and (agent.workdir / "log").read_text() == "one\n"
+    result.transcript.write_bytes(first_pause)  # cut back to the first pause
+    again = agent("--resume", str(result.transcript), "--approve")
+    assert again.returncode == 2 and (agent.workdir / "log").read_text() == "one\n"
+    assert "approve the calls by the codes --show prints" in again.stderr
+
+
+@posix_only
+def test_another_transcripts_pause_copied_in_is_not_approved_by_a_bare_approve(agent, server):
+    old, _ = paused(agent, server, call("run_shell", {"command": "touch evil"}, "c1"))
+    new, _ = paused(agent, server, call("run_shell", {"command": "touch good"}, "c9"))
+    words = way_on(new.stderr)
+    new.transcript.write_bytes(old.transcript.read_bytes())
+    refused = agent("--resume", str(new.transcript), "--approve")
+    assert refused.returncode == 2 and not (agent.workdir / "evil").exists()
+    # the way on the new pause printed names its codes: pasted, it names nothing that waits now
+    pasted = subprocess.run(words, env=clean_env(AGENT_API_KEY=KEY), capture_output=True, text=True)
+    assert pasted.returncode == 2 and not (agent.workdir / "evil").exists()
+    assert "no call waiting in the transcript has the code" in pasted.stderr
+
+
+@posix_only
+def test_codes_on_a_transcript_that_says_other_settings_are_refused_saying_which(
+    agent, server, tmp_path
+):
+    own = tmp_path / "own"
+    own.mkdir()
+    result, events = paused(
+        agent,
+        server,
+        call("run_shell", {"command": "touch here"}, "c1"),
+        extra=["--workdir", str(own)],
+    )
+    write_events(result.transcript, edit_reply_text(events))  # the seal no longer holds
+    went = agent("--resume", str(result.transcript), "--approve", codes(events)["c1"])
+    assert went.returncode == 2 and not (agent.workdir / "here").exists()
+    (line,) = went.stderr.strip().splitlines()
+    assert "the transcript says this pause ran with other settings (workspace)" in line
+    assert f"--workdir {own}" in line
+
+
+@posix_only
+def test_a_setting_from_the_environment_is_named_as_the_environment(agent, server):
+    result, _ = paused(agent, server, call("run_shell", {"command": "touch here"}, "c1"))
+    env = clean_env(AGENT_API_KEY=KEY, AGENT_SANDBOX="1")
+    went = agent("--resume", str(result.transcript), "--approve", env=env)
+    assert went.returncode == 2 and "no --sandbox and AGENT_SANDBOX unset" in went.stderr
+
+
+@pytest.mark.parametrize("call_id", ["\ud800", "a\udcffb"])
+def test_a_call_id_that_is_not_unicode_is_made_so(loop, server, call_id):
+    server.add(reply(tool_calls=[call("read_file", {"path": "a.txt"}, call_id)]), reply("done"))
+    result = loop("go")
+    assert result.status == "answered" and "Traceback" not in result.stderr
+    sent = server.messages(1)[-2]["tool_calls"][0]["id"]
+    sent.encode("utf-8")
