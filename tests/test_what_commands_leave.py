@@ -273,6 +273,12 @@ def project_copy(tmp_path: Path) -> Path:
     return project
 
 
+def agent_help(project: Path) -> subprocess.CompletedProcess:
+    """python agent.py --help in project, by a new interpreter: the next start."""
+    command = [sys.executable, str(project / "agent.py"), "--help"]
+    return subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=60)
+
+
 def planting(name: str, marker: Path) -> str:
     """A shell command that writes name (a module, or its bytecode) so that importing it touches
     marker; a module the agent has gets the line on its top."""
@@ -312,13 +318,7 @@ def test_code_a_command_plants_beside_the_agent_never_runs_at_its_next_start(tmp
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    started = subprocess.run(
-        [sys.executable, str(project / "agent.py"), "--help"],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = agent_help(project)
     assert started.returncode == 0, started.stderr
     assert not marker.exists(), done.stdout
     assert "Read-only file system" in done.stdout or "the sandbox moved" in done.stdout
@@ -462,11 +462,5 @@ def test_a_folder_without_init_beside_the_agent_is_never_imported(tmp_path, monk
         )
         tools.run_call("write_file", arguments, project, yes=False)
     assert (project / "_winapi" / "CREATE_NEW_CONSOLE.py").exists()  # written: not code by name
-    started = subprocess.run(
-        [sys.executable, str(project / "agent.py"), "--help"],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = agent_help(project)
     assert started.returncode == 0 and not marker.exists(), started.stderr

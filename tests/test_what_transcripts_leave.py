@@ -171,6 +171,12 @@ def way_on(stderr: str) -> list[str]:
     return [sys.executable, *words[1:]]
 
 
+def paste(words: list[str], folder) -> subprocess.CompletedProcess:
+    """The words run as a person runs what they pasted, in folder."""
+    env = clean_env(AGENT_API_KEY=KEY)
+    return subprocess.run(words, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+
+
 @posix_only
 @pytest.mark.parametrize("sandbox", [False, True])
 def test_the_printed_way_on_pasted_as_it_is_goes_on_where_the_run_was(
@@ -190,14 +196,7 @@ def test_the_printed_way_on_pasted_as_it_is_goes_on_where_the_run_was(
     words = way_on(result.stderr)
     assert ("--sandbox" in words) is sandbox and "m-1" in words and str(own) in words
     server.add(reply("done"))
-    pasted = subprocess.run(
-        words,
-        cwd=tmp_path,
-        env=clean_env(AGENT_API_KEY=KEY),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    pasted = paste(words, tmp_path)
     assert pasted.returncode == 0, pasted.stderr
     assert (own / "here").read_text() == "hi\n" and not (agent.workdir / "here").exists()
     assert ("commands run in a sandbox" in pasted.stderr) is sandbox
@@ -218,14 +217,7 @@ def test_a_way_on_without_the_runs_settings_refuses_in_one_line_saying_what_to_a
     words = way_on(result.stderr)
     at = words.index(left_out)
     del words[at : at + 2]
-    pasted = subprocess.run(
-        words,
-        cwd=tmp_path,
-        env=clean_env(AGENT_API_KEY=KEY),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    pasted = paste(words, tmp_path)
     assert pasted.returncode == 2 and not (own / "here").exists()
     (line,) = pasted.stderr.strip().splitlines()
     assert (
@@ -370,7 +362,7 @@ def test_another_transcripts_pause_copied_in_is_not_approved_by_a_bare_approve(a
     refused = agent("--resume", str(new.transcript), "--approve")
     assert refused.returncode == 2 and not (agent.workdir / "evil").exists()
     # the way on the new pause printed names its codes: pasted, it names nothing that waits now
-    pasted = subprocess.run(words, env=clean_env(AGENT_API_KEY=KEY), capture_output=True, text=True)
+    pasted = paste(words, agent.tmp_path)
     assert pasted.returncode == 2 and not (agent.workdir / "evil").exists()
     assert "no call waiting in the transcript has the code" in pasted.stderr
 
