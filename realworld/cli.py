@@ -62,6 +62,7 @@ def command(argv: list[str] | None) -> int:
     try:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume or (options.html or [None])[0]
+        as_read = transcripts.as_it_is(options.resume)
         recorded = transcripts.read(source) if source else []
         approvals = decided(options, recorded)
     # a bad setting (ConfigError), or a transcript that cannot be read
@@ -97,6 +98,13 @@ def command(argv: list[str] | None) -> int:
         transcript = transcripts.open_run(options.transcript, options.resume, recorded)
     except (OSError, transcripts.TranscriptError) as e:
         say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
+        return 2
+    if options.resume and transcripts.as_it_is(options.resume) != as_read:  # locked now
+        transcript.close()
+        say(
+            f"agent: {options.resume} changed while this agent read it (another agent went on "
+            "from it): nothing was run; --show it, then resume it again"
+        )
         return 2
     # a closed terminal, kill, systemd
     for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):

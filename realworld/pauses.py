@@ -167,10 +167,11 @@ def bytes_before_last_pause(raw: bytes) -> bytes | None:
     """A transcript's bytes before its last line that ends a turn of its own conversation."""
     at, last = 0, None
     for line in raw.splitlines(keepends=True):
-        stripped = line.strip()
-        if b'"turn/end"' in stripped and not nested_deeper(stripped.decode(errors="replace")):
+        # read as transcripts.read() reads it (JSON, escapes and all), never by its bytes
+        text = line.decode("utf-8", errors="replace")
+        if text.strip() and not nested_deeper(text):
             with contextlib.suppress(ValueError):
-                event = json.loads(stripped)
+                event = json.loads(text)
                 ours = isinstance(event, dict) and "under" not in event
                 if ours and event.get("type") == "turn/end":
                     last = at
@@ -255,10 +256,11 @@ def how_to_go_on(events_path, calls: list[dict], settings: dict, replayed: bool 
 def as_flags(settings: dict) -> str:
     """The command-line options that give these settings (a server address with a password in
     it is left to the person's own setting: it is never printed)."""
-    flags = f" --workdir {quoted(settings['workspace'])}"
+    # --flag=value: a value that starts with "-" is still its value
+    flags = f" {quoted('--workdir=' + settings['workspace'])}"
     if "***@" not in settings["base_url"]:
-        flags += f" --base-url {quoted(settings['base_url'])}"
-    flags += f" --model {quoted(settings['model'])}" + " --sandbox" * settings["sandbox"]
+        flags += f" {quoted('--base-url=' + settings['base_url'])}"
+    flags += f" {quoted('--model=' + settings['model'])}" + " --sandbox" * settings["sandbox"]
     return flags
 
 
@@ -276,7 +278,7 @@ def how_to_give(key: str, value) -> str:
     flag = {"workspace": "--workdir", "base_url": "--base-url", "model": "--model"}[key]
     if key == "base_url" and "***@" in str(value):
         return f"your own setting for {one_line(value)}"
-    return f"{flag} {quoted(one_line(value))}"
+    return quoted(f"{flag}={one_line(value)}")
 
 
 def other_settings(recorded, now: dict, sealed: bool) -> str | None:

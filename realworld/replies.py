@@ -373,7 +373,8 @@ def reply_problem(resp) -> str | None:
         return "no message in its first choice"
     if not isinstance(getattr(message, "tool_calls", None) or [], list):
         return "tool_calls that are not a list"
-    if not isinstance(getattr(choices[0], "finish_reason", None) or "", str):
+    reason = getattr(choices[0], "finish_reason", None)
+    if reason is not None and not isinstance(reason, str):  # [] and {} too: not a reason
         return "a finish_reason that is not a string"
     try:  # reply_message() dumps every field it sent: one nested hundreds deep cannot be
         message.model_dump(mode="json", exclude_unset=True, warnings=False)

@@ -130,6 +130,16 @@ def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
     return transcript
 
 
+def as_it_is(path: Path | None) -> tuple | None:
+    """A file's size and time of change (None for none): a resumed transcript that another agent
+    wrote to between this agent's reading it and locking it is not gone on from."""
+    try:
+        status = os.stat(path) if path else None
+    except OSError:
+        return None
+    return status and (status.st_size, status.st_mtime_ns)
+
+
 def lock(fd: int) -> None:
     """Lock an open file for this process alone, or raise OSError at once if another holds it
     (POSIX flock; Windows has no flock, and there two agents can still write one transcript)."""
@@ -494,8 +504,14 @@ def shown_event(event: dict, system_prompt: str, used: list):
     elif kind == "agent/handoff":
         yield (
             f"[handed off to {event.get('to')}: from here its system prompt and its tools "
-            f"({', '.join(map(str, event.get('tools') or []))})]"
+            f"({', '.join(map(str, listed(event.get('tools'))))})]"
         )
+
+
+def listed(value) -> list:
+    """A field a transcript holds as a list, or [] for anything else (a transcript written by
+    hand may hold anything)."""
+    return value if isinstance(value, list) else []
 
 
 def shown_pause(event: dict):
