@@ -15,6 +15,7 @@ import contextlib
 import importlib.machinery
 import os
 import secrets
+import site
 import stat
 import sys
 from datetime import datetime, timezone
@@ -97,10 +98,8 @@ def configuration_in(root: Path, limit: int = MAX_FOLDERS) -> tuple[dict, dict, 
         seen |= identities([Path(e.path) for e in named])
         names = {e.name.lower() for e in named}
         pieces = [Path(e.path) for e in named if e.name.lower() in GIT_DIR_PIECES]
-        if is_git_dir(names):
+        if is_git_dir(names):  # its other folders are read too: a .git or a .env may be there
             found |= identities(pieces)
-            if folder != root:
-                continue
         found |= identities([Path(e.path) for e in named if e.name.lower() == ".git" or is_env(e)])
         subfolders += [p for p in pieces if p not in found and p.is_dir() and not p.is_symlink()]
         folders += len(subfolders)
@@ -134,15 +133,16 @@ def is_env(entry: os.DirEntry) -> bool:
 
 
 def identities(paths: list[Path]) -> dict[Path, tuple]:
-    """Each path that exists with its (device, inode), the link itself for a symlink: a piece that
-    was moved keeps it, one that was made has a new one."""
+    """Each path that exists with its (device, inode, time of change), the link itself for a
+    symlink: a piece that stayed keeps all three; a file made in its place may get a freed inode
+    back (ext4 does), never the old time of change. A moved piece keeps its device and inode."""
     found = {}
     for path in paths:
         try:
             status = path.lstat()
         except OSError:
             continue
-        found[path] = (status.st_dev, status.st_ino)
+        found[path] = (status.st_dev, status.st_ino, status.st_ctime_ns)
     return found
 
 
@@ -240,11 +240,13 @@ def code_folders() -> list[Path]:
     (the environment's site-packages among them); not the current folder, which python agent.py
     does not search."""
     entries = [config.HERE, *(entry for entry in sys.path if entry)]
+    # the person's own site-packages, which Python adds at start once it exists
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
     folders = []
-    for entry in entries:
+    for entry in [*entries, *user]:
         with contextlib.suppress(OSError, ValueError):
             folder = Path(entry).resolve()
-            if folder not in folders and folder.exists():
+            if folder not in folders and (folder.exists() or entry in user):
                 folders.append(folder)
     return folders
 
@@ -304,9 +306,11 @@ def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
     prefix = Path(sys.prefix).resolve()  # a virtual environment inside the workspace: its python
     if prefix != root and prefix.is_relative_to(root):
         read_only.append(prefix)
+        record |= identities([prefix])
     for folder in code_folders():
         if is_whole(folder, root):
-            read_only.append(folder)
+            read_only.append(folder)  # made by a command if it was not there before
+            record |= identities([folder])
         elif root.is_relative_to(folder) or folder.is_relative_to(root):
             read_only += code_entries(folder, root, record)
     return read_only, record, len(read_only) <= MAX_CODE
@@ -418,11 +422,12 @@ def rename_into(root: Path, top: int, path: Path) -> bool:
             os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
         except PermissionError:
             mode = stat.S_IMODE(os.fstat(source).st_mode)
-            os.chmod(source, mode | stat.S_IRWXU)
+            by_fd = f"/proc/self/fd/{source}" if FOLDER != os.O_RDONLY else source
+            os.chmod(by_fd, mode | stat.S_IRWXU)
             try:
                 os.rename(name, name, src_dir_fd=source, dst_dir_fd=target)
             finally:
-                os.chmod(source, mode)
+                os.chmod(by_fd, mode)
         return True
     except OSError:
         return False
@@ -440,10 +445,14 @@ def walk(fd: int, parts: list[str], make: bool) -> int | None:
             if make:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o700, dir_fd=fd)
-            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            # O_PATH: a folder a command left with no read right (chmod 100) is still walked
+            inner = os.open(part, FOLDER | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = inner
     except OSError:
         os.close(fd)
         return None
     return fd
+
+
+FOLDER = getattr(os, "O_PATH", os.O_RDONLY)

@@ -27,6 +27,7 @@ from realworld.protected import (
     MAX_FOLDERS,
     configuration_in,
     hooks_folders,
+    identities,
     made_by_command,
     move_aside,
     moved_aside,
@@ -63,7 +64,8 @@ def start(
         bwrap = launcher(str(Path(launch_from or root).resolve()))
         if not bwrap:
             raise PermissionError("no bubblewrap outside the workspace: --sandbox cannot run it")
-        argv = [bwrap, *bwrap_options(command, root, set(before["read_only"]), read_end)]
+        kept = set(before["read_only"])
+        argv = [bwrap, *bwrap_options(command, root, kept, read_end, before["pinned"])]
         return subprocess.Popen(argv, pass_fds=(read_end,), **options), before
     finally:
         os.close(read_end)
@@ -78,7 +80,11 @@ def record(root: Path) -> dict:
     planted = moved_aside(root)
     kept = [*found, *hooks_folders(root, found, planted), *code, *planted]
     persons = {p: i for p, i in found.items() if not any(p.is_relative_to(q) for q in planted)}
+    here = config.HERE
     return {
+        # the agent's folder and those above it in the workspace, bound where they are: a mount
+        # cannot be renamed, so none can be swapped for a link to a folder a command wrote
+        "pinned": [p for p in [here, *here.parents] if p != root and p.is_relative_to(root)],
         "read_only": [p for p in kept if bindable(p, root)],
         # the person's own configuration, which a command may move but not make
         "protected": persons,
@@ -92,15 +98,18 @@ def bindable(path: Path, root: Path) -> bool:
     the workspace (bubblewrap binds what it leads to); one that leads outside (read-only anyway)
     or nowhere would make every command fail."""
     if not path.is_symlink():
-        return True
+        return path.exists()  # a folder Python would import from once made is not there yet
     try:
         return path.resolve(strict=True).is_relative_to(root)
     except (OSError, RuntimeError):
         return False
 
 
-def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:
-    """bubblewrap's options that run command in the sandbox, in the workspace."""
+def bwrap_options(
+    command: str, root: Path, read_only: set[Path], seccomp_fd: int, pinned: list[Path] = ()
+) -> list[str]:
+    """bubblewrap's options that run command in the sandbox, in the workspace; pinned: folders
+    bound writable where they are, so that they cannot be renamed."""
     hidden = []
     for path in hidden_files(root):
         hidden += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
@@ -115,6 +124,7 @@ def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: in
         *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
         *[arg for path in kept for arg in ("--ro-bind", path, path)],
         *("--bind", str(root), str(root)),
+        *[arg for path in sorted(pinned) for arg in ("--bind", str(path), str(path))],
         *protected,
         *hidden,
         "--unshare-all",
@@ -141,8 +151,12 @@ def finish(workdir: Path, before: dict) -> str:
     followed."""
     root = Path(workdir).resolve()
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
-    _read_only, code, _few = own_code(root)
+    code = identities(own_code(root)[0])  # what is code now; a file that is not code is not judged
+    planted = moved_aside(root)  # already moved aside: left there
     made = made_by_command(before["seen"], {**after, **code})
+    made = [p for p in made if not any(p.is_relative_to(q) for q in planted)]
+    # moved, not made: the same file or folder, by device, inode and time of change (a piece the
+    # person had is bound read-only, so only what holds it can move)
     kept = set(before["protected"].values())
     moved_by_command = [p for p in made if after.get(p) in kept]
     made = [p for p in made if p not in moved_by_command]

