@@ -113,21 +113,21 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
         content = json.dumps(content, indent=2, ensure_ascii=False)
     if not isinstance(content, str):
         raise ToolError(f"content must be a string, not {type(content).__name__}")
-    target = resolve(path, workdir)
-    if is_configuration(target.relative_to(Path(workdir).resolve())):
+    target, root = resolve(path, workdir), Path(workdir).resolve()
+    if is_configuration(target.relative_to(root)):
         raise ToolError(
             f"{path} is configuration "
             f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
             "not written, since it could send the key elsewhere or run commands later. Ask "
             "the user to edit it."
         )
-    if is_own_code(Path(workdir).resolve(), target):
+    if is_own_code(root, target):
         raise ToolError(
             f"{path} is the agent's own code, or would be (a module, package or __pycache__ "
             "Python imports from the agent's folder at its next start): not written, since it "
             "would run outside any sandbox. Ask the user."
         )
-    if makes_repository(Path(workdir).resolve(), target):
+    if makes_repository(root, target):
         raise ToolError(
             f"{path} would give its folder what git looks for in a repository "
             "(HEAD beside objects/ and refs/, or beside commondir): not written, since git would "

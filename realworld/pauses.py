@@ -25,7 +25,7 @@ from pathlib import Path
 
 import config
 import tools
-from realworld.guards import nested_deeper, say, shown_url, visible
+from realworld.guards import say, shown_url, visible
 
 
 class NotApproved(ValueError):
@@ -157,26 +157,24 @@ def sealed_here(path, events: list[dict]) -> bool:
         raw = Path(path).read_bytes()
     except OSError:
         return False
-    before = bytes_before_last_pause(raw)
+    before = bytes_before(raw, ends[-1])
     made = before is not None and seal(path, pause.get("pending"), pause.get("settings"), before)
     given = pause["seal"].encode("utf-8", "surrogatepass")
     return bool(made) and hmac.compare_digest(given, made.encode())
 
 
-def bytes_before_last_pause(raw: bytes) -> bytes | None:
-    """A transcript's bytes before its last line that ends a turn of its own conversation."""
-    at, last = 0, None
+def bytes_before(raw: bytes, index: int) -> bytes | None:
+    """A transcript's bytes before the line of its event number index, counted as
+    transcripts.read() counts them (one event a line that is not blank; JSON holds no line
+    break), so that the pause sealed is the pause read."""
+    at, count = 0, 0
     for line in raw.splitlines(keepends=True):
-        # read as transcripts.read() reads it (JSON, escapes and all), never by its bytes
-        text = line.decode("utf-8", errors="replace")
-        if text.strip() and not nested_deeper(text):
-            with contextlib.suppress(ValueError):
-                event = json.loads(text)
-                ours = isinstance(event, dict) and "under" not in event
-                if ours and event.get("type") == "turn/end":
-                    last = at
+        if line.decode("utf-8", errors="replace").strip():
+            if count == index:
+                return raw[:at]
+            count += 1
         at += len(line)
-    return None if last is None else raw[:last]
+    return None
 
 
 def spent() -> set[str]:
@@ -287,7 +285,9 @@ def other_settings(recorded, now: dict, sealed: bool) -> str | None:
     and only the person can choose to give them). None when they are the same, or a transcript
     written before pauses recorded settings says none."""
     if not isinstance(recorded, dict):
-        return "the pause recorded no settings: approve by the codes --show prints" * sealed or None
+        if sealed:
+            return "the pause recorded no settings: approve by the codes --show prints"
+        return None
     differ = [key for key in now if recorded.get(key) != now[key]]
     if not differ:
         return None

@@ -197,16 +197,11 @@ def hooks_folders(root: Path, found: dict, planted: list[Path]) -> list[Path]:
 
 
 def is_real_folder(path: Path, root: Path) -> bool:
-    """Whether path is a folder reached from root without passing a symlink."""
-    current = root
-    for part in path.relative_to(root).parts:
-        current = current / part
-        try:
-            if not stat.S_ISDIR(current.lstat().st_mode):
-                return False
-        except OSError:
-            return False
-    return True
+    """Whether path is a folder reached from root without passing a symlink (walk())."""
+    fd = walk(os.open(root, os.O_RDONLY | os.O_DIRECTORY), list(path.relative_to(root).parts))
+    if fd is not None:
+        os.close(fd)
+    return fd is not None
 
 
 def read_bounded(path: Path, limit: int = CONFIG_BYTES) -> str:
@@ -229,8 +224,8 @@ def read_bounded(path: Path, limit: int = CONFIG_BYTES) -> str:
 # the environment's site-packages. In any of those folders a module, a package, a __pycache__ or a
 # .pth file runs at the next start, unsandboxed, whatever its name: a typing.py beside agent.py is
 # imported instead of the standard library's (the import system's PathFinder, and site.py for
-# .pth files). A folder without __init__ imports nothing by itself (a namespace package comes
-# last, after every regular module of its name).
+# .pth files). A folder without __init__ is a namespace package for any name nothing else has:
+# config.py refuses those from the agent's folder, so it stays the person's (playground/).
 
 IMPORTABLE = (*importlib.machinery.all_suffixes(), ".pth")
 
@@ -302,7 +297,7 @@ def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
     inside the workspace, and its __init__ files); then every entry that decides what is code
     there, code or not, path: identity (after a command, what is code and was not at its path
     before was made by it); then whether there were few enough to keep read-only (MAX_CODE)."""
-    read_only, record = [], {}
+    read_only, record, all_read = [], {}, True
     prefix = Path(sys.prefix).resolve()  # a virtual environment inside the workspace: its python
     if prefix != root and prefix.is_relative_to(root):
         read_only.append(prefix)
@@ -312,8 +307,10 @@ def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
             read_only.append(folder)  # made by a command if it was not there before
             record |= identities([folder])
         elif root.is_relative_to(folder) or folder.is_relative_to(root):
-            read_only += code_entries(folder, root, record)
-    return read_only, record, len(read_only) <= MAX_CODE
+            code, whole_folder = code_entries(folder, root, record)
+            read_only += code
+            all_read = all_read and whole_folder
+    return read_only, record, len(read_only) <= MAX_CODE and all_read
 
 
 def is_whole(folder: Path, root: Path) -> bool:
@@ -323,17 +320,17 @@ def is_whole(folder: Path, root: Path) -> bool:
     return folder != root and folder.is_relative_to(root) and folder != config.HERE
 
 
-def code_entries(folder: Path, root: Path, record: dict) -> list[Path]:
+def code_entries(folder: Path, root: Path, record: dict) -> tuple[list[Path], bool]:
     """The code at the top of a folder Python imports from (the workspace, or a folder that holds
-    it) that lies in the workspace; record gets what decides it: each entry there and the __init__
-    files of its folders, path: identity."""
+    it) that lies in the workspace, and whether the folder was read whole (at most MAX_ENTRIES);
+    record gets what decides it: each entry there and the __init__ files of its folders, path:
+    identity."""
     code = []
     try:
         entries = listing(folder)
         for count, entry in enumerate(entries):
             if count > MAX_ENTRIES:
-                code += [folder] * MAX_CODE  # too many to keep read-only: own_code() says so
-                break
+                return code, False
             path = Path(entry.path)
             if not path.is_relative_to(root) and not root.is_relative_to(path):
                 continue  # outside the workspace: read-only in the sandbox anyway
@@ -347,7 +344,7 @@ def code_entries(folder: Path, root: Path, record: dict) -> list[Path]:
             code += [p for p in made_of if p.is_relative_to(root) and path == root]
     except OSError:
         pass
-    return code
+    return code, True
 
 
 # --- Moving aside: what a command planted, made harmless and kept ---------------------------------
@@ -437,7 +434,7 @@ def rename_into(root: Path, top: int, path: Path) -> bool:
             os.close(target)
 
 
-def walk(fd: int, parts: list[str], make: bool) -> int | None:
+def walk(fd: int, parts: list[str], make: bool = False) -> int | None:
     """The folder parts below the open folder fd (which it closes), opened one at a time without
     following a symlink, made where missing if make; None if one is not a folder."""
     try:

@@ -346,8 +346,7 @@ def whole_reply(resp, model: str, quoting=()):
         raise RequestFailed(f"the server reported an error instead of a reply: {error_text(error)}")
     problem = reply_problem(resp)  # the SDK builds a reply without checking its shape
     if problem:
-        shown = "" if "nested" in problem else excerpt(resp)
-        raise RequestFailed(f"the server sent a reply with {problem}{shown}")
+        raise RequestFailed(f"the server sent a reply with {problem}{excerpt(resp)}")
     return resp
 
 
@@ -627,8 +626,8 @@ def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
     call = call if isinstance(call, dict) else {}
     # none for a "custom" call
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    call_id = clean_text(call.get("id")) if isinstance(call.get("id"), str) else None
-    if not isinstance(call_id, str) or not call_id.strip() or call_id in taken:
+    call_id = clean_text(call.get("id"))  # "" for anything but text
+    if not call_id.strip() or call_id in taken:
         # some local servers send none, or the same every time
         call_id = f"call_{uuid.uuid4().hex[:24]}"
     taken.add(call_id)
