@@ -8,7 +8,9 @@
 run() below is lesson 1's loop, line for line in shape. What real servers and models need is
 behind two seams: the client (realworld/replies.py) answers client.chat.completions.create(...)
 with a reply that is already whole and honest, and tools.run_call() turns one call into the text
-the model reads. realworld/ holds the rest: the command line, transcripts, the sandbox.
+the model reads. The tools a run offers are its tools argument: the three of tools.py unless it
+is given others (examples/subagent.py). realworld/ holds the rest: the command line, transcripts,
+the sandbox.
 
 Try the loop from a Python prompt in this folder:
     >>> import agent, openai
@@ -24,10 +26,9 @@ if __name__ == "__main__":  # Ctrl-C while the modules load: a quiet exit (main(
 from typing import NamedTuple
 
 import config
-import tools
 from realworld import compaction, dialects, pauses, replies, transcripts
 from realworld.guards import say, shorten
-from tools import TOOLS
+from tools import DEFAULT_TOOLS, declined, run_call
 
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
 SYSTEM_PROMPT = (
@@ -50,6 +51,7 @@ def run(
     task: str,
     messages: list[dict] | None = None,
     *,
+    tools: list | None = None,
     client=None,
     model: str | None = None,
     max_steps: int | None = None,
@@ -61,7 +63,9 @@ def run(
 ) -> Outcome:
     """Work on task until the model answers, and say how it ended.
 
-    messages: a conversation to continue (it grows in place). client: an openai.OpenAI, a replay,
+    messages: a conversation to continue (it grows in place). tools: what the run offers, a list of
+    tools.Tool (tools.DEFAULT_TOOLS, the three, if not given); a handoff changes the list in place,
+    so a conversation passes the same list from task to task. client: an openai.OpenAI, a replay,
     or a replies.Client (the settings' server if not given). model, max_steps, workdir: the
     settings in config.py if not given. yes: run shell commands without asking. pause: when a
     command needs a yes, pause (status "paused") instead of asking at the terminal; with no
@@ -72,17 +76,22 @@ def run(
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR
+    tools = list(DEFAULT_TOOLS) if tools is None else tools
     if messages is None:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
+    given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
+    given |= {"messages": messages, "tools": tools, "transcript": transcript}
     try:
         # A paused run goes on where it stopped: the calls it left open are answered first.
-        if outcome := go_on(messages, approvals or {}, workdir, yes, pause, transcript):
+        if outcome := go_on(messages, approvals or {}, tools, given, pause, transcript):
             return outcome
         if task is not None:
             add(messages, {"role": "user", "content": task}, transcript)
         for step in range(1, max_steps + 1):
-            make_room(messages, client, model, transcript)  # a long conversation: lesson 10
-            resp = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
+            make_room(messages, client, model, tools, transcript)  # a long conversation: lesson 10
+            offered = [tool.schema for tool in tools]  # what the model is shown: TOOLS by default
+            resp = client.chat.completions.create(model=model, messages=messages, tools=offered)
             msg = resp.choices[0].message
             finish_reason = resp.choices[0].finish_reason
             # Every field the server sent goes back, nulls too (DeepSeek's reasoning_content,
@@ -97,7 +106,7 @@ def run(
                 return outcome
             for call in msg.tool_calls:
                 name = call.function.name
-                result, ok = tools.run_call(name, call.function.arguments, workdir, yes, pause)
+                result, ok = run_call(name, call.function.arguments, tools, given, pause)
                 if result is None:  # a command waits for a yes nobody can give now
                     outcome = paused(messages)
                     return outcome
@@ -125,12 +134,12 @@ STOP_REASONS = {
 }
 
 
-def make_room(messages: list[dict], client, model: str, transcript) -> None:
+def make_room(messages: list[dict], client, model: str, tools: list, transcript) -> None:
     """Before a request: if the conversation would not fit the model's context window, compact it
     (realworld/compaction.py): old tool results first, then a summary of the earliest turns."""
-    size = compaction.window(model, client)
-    if compaction.too_big(messages, TOOLS, client, size):
-        compaction.compact(messages, client, model, TOOLS, transcript)
+    size, offered = compaction.window(model, client), [tool.schema for tool in tools]
+    if compaction.too_big(messages, offered, client, size):
+        compaction.compact(messages, client, model, offered, transcript)
 
 
 def add(messages: list[dict], message: dict, transcript, **details) -> None:
@@ -147,6 +156,8 @@ def about(resp) -> dict:
         "usage": replies.usage_of(resp),
         "latency_ms": resp.latency_ms,
         "repairs": resp.repairs,
+        # the reply as the server sent it, where the client repaired it: a replay repairs it again
+        **({"sent": resp.sent} if resp.repairs else {}),
     }
 
 
@@ -164,7 +175,7 @@ def paused(messages: list[dict]) -> Outcome:
     return Outcome("paused", pauses.explain(messages))
 
 
-def go_on(messages: list[dict], decided: dict, workdir, yes: bool, pause: bool, transcript):
+def go_on(messages: list[dict], decided: dict, tools: list, given: dict, pause: bool, transcript):
     """Answer the calls a paused run left open, in their order: an approved one runs, a declined
     one gets its reason, any other is asked about as in the loop. An Outcome if the run pauses
     again, None once every call has its answer."""
@@ -176,9 +187,10 @@ def go_on(messages: list[dict], decided: dict, workdir, yes: bool, pause: bool, 
         # if the agent is killed now, a --resume knows this call may have run (pauses.started())
         transcripts.record(transcript, "tool/started", call_id=call["id"])
         if decision is None or decision is True:
-            result, ok = tools.run_call(name, arguments, workdir, yes or decision is True, pause)
+            approved = {**given, "yes": given["yes"] or decision is True}
+            result, ok = run_call(name, arguments, tools, approved, pause)
         else:
-            result, ok = tools.declined(name, arguments, decision or ""), False
+            result, ok = declined(name, arguments, decision or ""), False
         if result is None:
             return paused(messages)
         tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
@@ -214,26 +226,13 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
             transcript, "turn/end", status="paused", pending=pending, settings=settings, **sealed
         )
         return
-    close_open_calls(messages, reason, transcript)
+    pauses.close_open_calls(messages, reason, transcript)
     if outcome.status in ("api_error", "context_full"):
         say(f"agent: {outcome.text}")
     elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those
         say(f"stopped: {outcome.text}")
     error = {"error": outcome.text} if outcome.status in ("api_error", "context_full") else {}
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
-
-
-def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -> None:
-    """Answer each call of the last reply that has no tool message yet (or those of them whose
-    ids are in only), with reason. All are appended before any is recorded: a transcript that
-    cannot be written leaves none open."""
-    open_calls = [c for c in pauses.open_calls(messages) if only is None or c["id"] in only]
-    closing = [{"role": "tool", "tool_call_id": c["id"], "content": reason} for c in open_calls]
-    messages.extend(closing)
-    for call, tool_message in zip(open_calls, closing, strict=True):
-        name = call["function"]["name"]
-        say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
-        transcripts.record_message(transcript, tool_message, name=name, ok=False)
 
 
 def show_step(step: int, msg, resp) -> None:
@@ -254,4 +253,4 @@ def show_step(step: int, msg, resp) -> None:
 if __name__ == "__main__":  # python agent.py [options] "task": the command line is realworld/cli.py
     from realworld import cli
 
-    sys.exit(cli.main())
+    sys.exit(cli.main(run, SYSTEM_PROMPT, DEFAULT_TOOLS))

@@ -1,13 +1,16 @@
 """The three tools: what the model is shown (TOOLS) and what Python runs (TOOL_MAP).
 
+Each tool does its one thing in its first lines; what guards it is one named call below it. A run
+offers DEFAULT_TOOLS, these three as Tool pairs, unless it is given others (agent.run(tools=...)).
 run_call() takes one call from its name and arguments to the text the model reads back: the
-arguments checked against TOOLS, the person's yes before a command, every failure a message for
-the model. Every path is taken relative to the workspace and must stay inside it. What the model
-asks for is not trusted (a file it read may have told it what to do): docs/safety.md says what
-these limits protect, and what they do not.
+arguments checked against the schema of a tool the run offers, the person's yes before a command,
+every failure a message for the model. Every path is taken relative to the workspace and must
+stay inside it. What the model asks for is not trusted (a file it read may have told it what to
+do): docs/safety.md says what these limits protect, and what they do not.
 """
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -17,7 +20,9 @@ import sys
 import threading
 import unicodedata
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import config
 from realworld import processes, sandbox
@@ -69,42 +74,8 @@ class ToolError(Exception):
 def read_file(path: str, *, workdir: Path) -> str:
     """Return the text of a UTF-8 file in the workspace (the head and tail of a long one)."""
     target = resolve(path, workdir)
-    if target.is_dir():
-        names = sorted(p.name + "/" * p.is_dir() for p in target.iterdir())
-        raise ToolError(
-            f"{path} is a folder, not a file; it holds: {', '.join(names[:50]) or 'nothing'}"
-        )
-    if not target.exists():
-        raise ToolError(f"{path} does not exist")
-    # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; it is refused below.
-    with os.fdopen(
-        open_inside(workdir, target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb"
-    ) as f:
-        size = os.fstat(f.fileno())
-        if not stat.S_ISREG(size.st_mode):
-            raise ToolError(
-                f"{path} is not a regular file (a FIFO, socket or device); it was not read"
-            )
-        # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8:
-        # read no more.
-        limit = config.MAX_OUTPUT
-        head, tail = f.read(2 * limit), b""
-        if size.st_size > 4 * limit:
-            f.seek(-2 * limit, os.SEEK_END)
-            tail = f.read()
-        else:
-            head += f.read()
-    if b"\0" not in head + tail:
-        if tail:
-            # the ends may cut a character
-            start = head.decode("utf-8", errors="replace")[: limit // 2]
-            end = tail.decode("utf-8", errors="replace")[-(limit // 2) :]
-            return joined(
-                start, f"{size.st_size - len(start.encode()) - len(end.encode())} bytes", end
-            )
-        with contextlib.suppress(UnicodeDecodeError):
-            return head.decode("utf-8")
-    raise ToolError(f"{path} is a binary file ({size.st_size} bytes), not UTF-8 text")
+    with open_regular(path, target, workdir) as f:  # a folder, a FIFO or a device is refused
+        return read_text(path, f)  # at most MAX_OUTPUT characters: its head and its tail
 
 
 def write_file(path: str, content: str, *, workdir: Path) -> str:
@@ -113,65 +84,11 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
         content = json.dumps(content, indent=2, ensure_ascii=False)
     if not isinstance(content, str):
         raise ToolError(f"content must be a string, not {type(content).__name__}")
-    target, root = resolve(path, workdir), Path(workdir).resolve()
-    if is_configuration(target.relative_to(root)):
-        raise ToolError(
-            f"{path} is configuration "
-            f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
-            "not written, since it could send the key elsewhere or run commands later. Ask "
-            "the user to edit it."
-        )
-    if is_own_code(root, target):
-        raise ToolError(
-            f"{path} is the agent's own code, or would be (a module, package or __pycache__ "
-            "Python imports from the agent's folder at its next start): not written, since it "
-            "would run outside any sandbox. Ask the user."
-        )
-    if makes_repository(root, target):
-        raise ToolError(
-            f"{path} would give its folder what git looks for in a repository "
-            "(HEAD beside objects/ and refs/, or beside commondir): not written, since git would "
-            "then obey that folder's config whenever anyone runs git there. Ask the user."
-        )
-    if target.is_dir():
-        raise ToolError(f"{path} is a folder; give a file path")
-    folder = open_folder(workdir, target.parent)
-    # A temporary file beside the target, then one rename: a reader never sees half a file.
-    temporary, fd = at(folder, f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-    final, _ = at(folder, target.name)
-    try:
-        remove_temporaries(folder, target.name)
-        try:
-            old = os.stat(final, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            old = None
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        # Owner-only from the moment it exists: never more readable than the file it replaces,
-        # while written.
-        with open(
-            os.open(temporary, flags, 0o600, dir_fd=fd), "w", encoding="utf-8", newline=""
-        ) as f:
-            f.write(content)
-        # The old file's owner and group; where this process may not give them, no other group
-        # (or owner) would get what was the old one's: nothing is written.
-        if old and hasattr(os, "chown"):
-            with contextlib.suppress(PermissionError):
-                os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
-            new = os.stat(temporary, dir_fd=fd, follow_symlinks=False)
-            if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
-                raise ToolError(
-                    f"{path} belongs to another owner or group, which a new file cannot be given "
-                    "here: not written, so that who may read it does not change. Ask the user."
-                )
-        os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
-        if old and stat.S_ISREG(old.st_mode):  # after chmod, which would narrow an ACL's mask
-            copy_attributes(path, fd, final, temporary)
-        os.replace(temporary, final, src_dir_fd=fd, dst_dir_fd=fd)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary, dir_fd=fd)
-        if fd is not None:
-            os.close(fd)
+    target = resolve(path, workdir)
+    refuse_protected(path, target, workdir)  # configuration, the agent's code: docs/safety.md
+    # a new file beside the old one, renamed over it once whole, with the old one's owner and rights
+    with replacing(path, target, workdir) as f:
+        f.write(content)
     return f"wrote {len(content)} characters to {path}"
 
 
@@ -234,23 +151,52 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
 TOOL_MAP = {"read_file": read_file, "write_file": write_file, "run_shell": run_shell}
 
 
+class Tool(NamedTuple):
+    """One tool a run offers (agent.run(tools=...)): its schema, what the model is shown, with the
+    function Python runs for it, since a schema alone cannot run. A program's own tool (lesson 08's
+    ask_helper) is one more Tool; TOOLS and TOOL_MAP stay as they are."""
+
+    schema: dict
+    function: Callable[..., str]
+
+
+# What a run offers when it is given nothing else: the three tools above. A list of its own each
+# time (list(DEFAULT_TOOLS)): a handoff changes the list its run offers (lesson 09).
+DEFAULT_TOOLS = [Tool(schema, TOOL_MAP[schema["function"]["name"]]) for schema in TOOLS]
+
+
+def schemas(tools: list[Tool]) -> list[dict]:
+    """What a request shows the model of the tools a run offers: TOOLS, for the three."""
+    return [tool.schema for tool in tools]
+
+
+def functions(tools: list[Tool]) -> dict:
+    """What Python runs for the tools a run offers, by name: TOOL_MAP, for the three."""
+    return {tool.schema["function"]["name"]: tool.function for tool in tools}
+
+
 def run_call(
-    name: str, arguments: str, workdir: Path, yes: bool, pause: bool = False
+    name: str, arguments: str, tools: list[Tool], given: dict, pause: bool = False
 ) -> tuple[str | None, bool]:
     """Run one tool call, from its name and arguments (a JSON string) to the text the model reads
     back. Return (result, ok); every failure is a result the model can read. The call and its result
     are shown to the person on stderr. A command that needs a yes nobody can give now (no terminal,
-    or pause) is not run: (None, False), and the run pauses (agent.py)."""
+    or pause) is not run: (None, False), and the run pauses (agent.py).
+
+    tools: what the run offers; only those run. given: what the run gives a tool that names it as
+    a keyword-only parameter (workdir for the three; a program's own tool may name the rest of the
+    run: messages, tools, client, model, yes, transcript); yes: run a command without asking."""
     say(f"  → {name}({shorten(arguments, 120)})")
     try:
-        args = check_args(name, arguments)
-        if name == "run_shell" and not yes:
+        args = check_args(name, arguments, tools)
+        if name == "run_shell" and not given["yes"]:
             if (pause or not terminal()) and is_command(args["command"]):
                 say("  ⏸ waits for your yes")
                 return None, False
             # the person says yes or no at the terminal; no raises ToolError
             consent(args["command"])
-        result, ok = TOOL_MAP[name](**args, workdir=workdir), True
+        tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
+        result, ok = tool_map[name](**args, **taken_by(tool_map[name], given)), True
     except ToolError as e:
         result, ok = f"error: {e}", False
     except Exception as e:  # a bug or an OS error in a tool is news for the model, not a crash
@@ -263,11 +209,17 @@ def run_call(
     return result, ok
 
 
-def check_args(name: str, arguments: str) -> dict:
-    """The call's arguments, checked against what TOOLS shows the model; ToolError says
-    what is wrong."""
-    offered = [t["function"]["name"] for t in TOOLS]  # a subagent's TOOLS may be fewer
-    if name not in offered or name not in TOOL_MAP:
+def taken_by(function: Callable, given: dict) -> dict:
+    """What of given a tool's function names among its keyword-only parameters."""
+    named = inspect.signature(function).parameters.values()
+    return {p.name: given[p.name] for p in named if p.kind is p.KEYWORD_ONLY and p.name in given}
+
+
+def check_args(name: str, arguments: str, tools: list[Tool] = DEFAULT_TOOLS) -> dict:
+    """The call's arguments, checked against the schema of the tool it names among tools (what
+    the run offers); ToolError says what is wrong."""
+    offered = [t.schema["function"]["name"] for t in tools]  # a subagent's may be fewer
+    if name not in offered:
         raise ToolError(f"unknown tool {name!r}; the tools are {', '.join(offered)}")
     # Valid JSON: the client made it so (replies.tool_call()); what the model wrote may be a string.
     if nested_deeper(arguments):  # json.loads would recurse that deep
@@ -277,7 +229,7 @@ def check_args(name: str, arguments: str) -> dict:
         raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")
     if not isinstance(args, dict):
         raise ToolError(f"arguments must be a JSON object, not {type(args).__name__}")
-    expected = parameters(name)
+    expected = parameters(tools)[name]
     missing = [p for p in expected if p not in args]
     unexpected = [p for p in args if p not in expected]
     if missing or unexpected:
@@ -288,13 +240,13 @@ def check_args(name: str, arguments: str) -> dict:
     return args
 
 
-def parameters(name: str) -> list[str]:
-    """The parameter names TOOLS shows the model for one tool."""
-    return next(
-        list(t["function"]["parameters"]["properties"])
-        for t in TOOLS
-        if t["function"]["name"] == name
-    )
+def parameters(tools: list[Tool] | list[dict]) -> dict[str, list[str]]:
+    """{tool name: its parameter names} of what tools show the model (Tools or their schemas)."""
+    shown = [t.schema if isinstance(t, Tool) else t for t in tools]
+    return {
+        s["function"]["name"]: list(s["function"].get("parameters", {}).get("properties", {}))
+        for s in shown
+    }
 
 
 def terminal() -> bool:
@@ -481,6 +433,130 @@ def remove_temporaries(folder: int | Path, name: str) -> None:
             path, fd = at(folder, entry)
             with contextlib.suppress(OSError):
                 os.unlink(path, dir_fd=fd)
+
+
+# --- What the tools do around their one line: the checks and the care -----------------------------
+
+
+@contextlib.contextmanager
+def open_regular(path: str, target: Path, workdir: Path):
+    """The file read_file reads, open for reading: ToolError for a folder (with what it holds), a
+    missing file, or what is not a regular file (a FIFO, socket or device is never waited on)."""
+    if target.is_dir():
+        names = sorted(p.name + "/" * p.is_dir() for p in target.iterdir())
+        raise ToolError(
+            f"{path} is a folder, not a file; it holds: {', '.join(names[:50]) or 'nothing'}"
+        )
+    if not target.exists():
+        raise ToolError(f"{path} does not exist")
+    # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; it is refused below.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+    with os.fdopen(open_inside(workdir, target, flags), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ToolError(
+                f"{path} is not a regular file (a FIFO, socket or device); it was not read"
+            )
+        yield f
+
+
+def read_text(path: str, f) -> str:
+    """An open file's text: whole, or of a long one its head and tail with the size between;
+    ToolError for what is not UTF-8 text. No more is read than is kept."""
+    size = os.fstat(f.fileno()).st_size
+    # clip() keeps MAX_OUTPUT // 2 characters of each end, at most 4 bytes each in UTF-8: read no
+    # more.
+    limit = config.MAX_OUTPUT
+    head, tail = f.read(2 * limit), b""
+    if size > 4 * limit:
+        f.seek(-2 * limit, os.SEEK_END)
+        tail = f.read()
+    else:
+        head += f.read()
+    if b"\0" not in head + tail:
+        if tail:
+            # the ends may cut a character
+            start = head.decode("utf-8", errors="replace")[: limit // 2]
+            end = tail.decode("utf-8", errors="replace")[-(limit // 2) :]
+            return joined(start, f"{size - len(start.encode()) - len(end.encode())} bytes", end)
+        with contextlib.suppress(UnicodeDecodeError):
+            return head.decode("utf-8")
+    raise ToolError(f"{path} is a binary file ({size} bytes), not UTF-8 text")
+
+
+def refuse_protected(path: str, target: Path, workdir: Path) -> None:
+    """ToolError for a file no tool call may write (realworld/protected.py): configuration (a .env,
+    what is inside a .git folder), the agent's own code, what would make a folder a repository, a
+    folder."""
+    root = Path(workdir).resolve()
+    if is_configuration(target.relative_to(root)):
+        raise ToolError(
+            f"{path} is configuration "
+            f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
+            "not written, since it could send the key elsewhere or run commands later. Ask "
+            "the user to edit it."
+        )
+    if is_own_code(root, target):
+        raise ToolError(
+            f"{path} is the agent's own code, or would be (a module, package or __pycache__ "
+            "Python imports from the agent's folder at its next start): not written, since it "
+            "would run outside any sandbox. Ask the user."
+        )
+    if makes_repository(root, target):
+        raise ToolError(
+            f"{path} would give its folder what git looks for in a repository "
+            "(HEAD beside objects/ and refs/, or beside commondir): not written, since git would "
+            "then obey that folder's config whenever anyone runs git there. Ask the user."
+        )
+    if target.is_dir():
+        raise ToolError(f"{path} is a folder; give a file path")
+
+
+@contextlib.contextmanager
+def replacing(path: str, target: Path, workdir: Path):
+    """A new file to write target's text in, open: once written, it is renamed over target in one
+    step (a reader never sees half a file), with the old file's owner, group, mode and access
+    list, or ToolError and nothing written where those cannot be given."""
+    folder = open_folder(workdir, target.parent)
+    temporary, fd = at(folder, f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    final, _ = at(folder, target.name)
+    try:
+        remove_temporaries(folder, target.name)
+        try:
+            old = os.stat(final, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        # Owner-only from the moment it exists: never more readable than the file it replaces,
+        # while written.
+        with open(
+            os.open(temporary, flags, 0o600, dir_fd=fd), "w", encoding="utf-8", newline=""
+        ) as f:
+            yield f
+        keep_owner(path, old, temporary, fd)
+        os.chmod(temporary, stat.S_IMODE(old.st_mode) if old else 0o666 & ~UMASK, dir_fd=fd)
+        if old and stat.S_ISREG(old.st_mode):  # after chmod, which would narrow an ACL's mask
+            copy_attributes(path, fd, final, temporary)
+        os.replace(temporary, final, src_dir_fd=fd, dst_dir_fd=fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def keep_owner(path: str, old, temporary: str, fd: int | None) -> None:
+    """Give the new file the old one's owner and group; where this process may not give them, no
+    other group (or owner) would get what was the old one's: ToolError, nothing written."""
+    if not old or not hasattr(os, "chown"):
+        return
+    with contextlib.suppress(PermissionError):
+        os.chown(temporary, old.st_uid, old.st_gid, dir_fd=fd, follow_symlinks=False)
+    new = os.stat(temporary, dir_fd=fd, follow_symlinks=False)
+    if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+        raise ToolError(
+            f"{path} belongs to another owner or group, which a new file cannot be given "
+            "here: not written, so that who may read it does not change. Ask the user."
+        )
 
 
 # --- Files: opened so that a symlink swapped in after resolve() cannot lead out -------------------

@@ -28,6 +28,7 @@ from scripted_server import Error, ScriptedServer, call, history_problem, reply 
 
 import agent  # noqa: E402
 import config  # noqa: E402
+import tools  # noqa: E402
 from realworld import compaction, replies, transcripts  # noqa: E402
 
 RESULT = "r" * 10_000
@@ -78,7 +79,9 @@ def session(turns: int, window: int, enforced: bool) -> dict:
         ):
             (Path(folder) / "big.txt").write_text(RESULT)
             client = replies.Client(replies.openai_client(server.url, "bench", 60))
-            messages = transcripts.start(None, {"model": "m"}, agent.SYSTEM_PROMPT, transcript)
+            messages = transcripts.begin(
+                transcript, agent.SYSTEM_PROMPT, tools.TOOLS, **{"model": "m"}
+            )
             started = time.perf_counter()
             statuses = [
                 agent.run(

@@ -1,28 +1,36 @@
 """The command line: python agent.py [options] "task". Options and --help are in config.py.
 
-agent.py runs main() below when it is started as a program; this file holds what the command line
-adds to run(): reading the task or one task after another, the transcript file, signals, exit
-statuses, and printing the answer. The loop itself is agent.run().
+agent.py runs main() below when it is started as a program, handing it the loop (agent.run), its
+system prompt and the tools it offers; a lesson's program (examples/subagent.py) hands it its own.
+This file holds what the command line adds to run(): reading the task or one task after another,
+the transcript file, signals, exit statuses, and printing the answer.
 """
 
 import contextlib
 import os
 import signal
 import sys
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import config
-from agent import SYSTEM_PROMPT, Outcome, close_open_calls, run
-from realworld import compaction, pauses, processes, replies, sandbox, transcripts
+from realworld import compaction, page, pauses, processes, replies, runs, sandbox, transcripts
 from realworld.guards import hide_secrets, say, shown_url, visible
-from tools import TOOLS
+from realworld.replay import Replay
+from tools import schemas
 
 # any other status: 3, no answer
 EXIT_STATUS = {"answered": 0, "api_error": 1, "context_full": 1, "paused": 4, "interrupted": 130}
 
-# What the command line is running: for a tool that runs the loop itself (subagent.py) or changes
-# the agent (handoff.py). Set once, when the conversation starts.
-RUN = SimpleNamespace(client=None, messages=None, transcript=None, options=None)
+
+class Program(NamedTuple):
+    """What main() runs: the loop, and the agent it starts with: its system prompt and its tools
+    (tools.Tool). handoffs: the agents a handoff may go on with, by name: (system prompt, tools),
+    so that a resumed conversation goes on with the one it was handed to (examples/handoff.py)."""
+
+    run: object
+    system_prompt: str
+    tools: list
+    handoffs: dict
 
 
 class Stopped(KeyboardInterrupt):
@@ -34,13 +42,19 @@ def stop_on_signal(number: int, frame) -> None:
     raise Stopped(128 + number)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run what the command line asks for; return the exit status. A closed stdout, or Ctrl-C
-    (SIGTERM, SIGHUP) before a task began, ends it quietly; a turn under way handles them
-    itself (turn())."""
+def main(
+    run,
+    system_prompt: str,
+    tools: list,
+    handoffs: dict | None = None,
+    argv: list[str] | None = None,
+) -> int:
+    """Run what the command line asks for with run (agent.run), system_prompt and tools; return
+    the exit status. A closed stdout, or Ctrl-C (SIGTERM, SIGHUP) before a task began, ends it
+    quietly; a turn under way handles them itself (turn())."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        status = command(argv)
+        status = command(Program(run, system_prompt, tools, handoffs or {}), argv)
         if sys.stdout:  # a closed stdout is found here, not at exit, where Python would exit 120
             sys.stdout.flush()
         return status
@@ -52,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         return e.args[0] if isinstance(e, Stopped) else 130
 
 
-def command(argv: list[str] | None) -> int:
+def command(program: Program, argv: list[str] | None) -> int:
     """main() without its quiet exits."""
     if sys.stdin is None:  # closed by the shell (<&-): read as empty, never a person to ask
         sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (open for the whole run)
@@ -63,7 +77,7 @@ def command(argv: list[str] | None) -> int:
         options = config.parse_options(argv)
         source = options.show or options.replay or options.resume or (options.html or [None])[0]
         as_read = transcripts.as_it_is(options.resume)
-        recorded = transcripts.read(source) if source else []
+        recorded = runs.read(source) if source else []
         approvals = decided(options, recorded)
     # a bad setting (ConfigError), or a transcript that cannot be read
     except (OSError, ValueError) as e:
@@ -74,10 +88,10 @@ def command(argv: list[str] | None) -> int:
         )
         return 2
     if options.show:
-        transcripts.show(recorded, SYSTEM_PROMPT)
+        page.show(recorded, program.system_prompt)
         return 0
     if options.html:
-        return write_page(recorded, options.html[1])
+        return write_page(recorded, options.html[1], program.system_prompt)
     # Never silently unsandboxed; this also fixes which bubblewrap every command will use.
     if config.SANDBOX and (problem := sandbox.problem(options.workdir)):
         say(f"agent: {problem}")
@@ -111,7 +125,7 @@ def command(argv: list[str] | None) -> int:
         if number:
             signal.signal(number, stop_on_signal)
     try:
-        return converse(options, task, recorded, transcript, approvals)
+        return converse(program, options, task, recorded, transcript, approvals)
     except transcripts.TranscriptError as e:  # a full disk: what was written stays readable
         say(f"agent: {e}; the run was stopped")
         return 1
@@ -121,12 +135,10 @@ def command(argv: list[str] | None) -> int:
             transcript.close()
 
 
-def write_page(recorded: list[dict], path) -> int:
+def write_page(recorded: list[dict], path, system_prompt: str) -> int:
     """--html: the transcript as one page; the exit status."""
-    from realworld import page
-
     try:
-        path.write_text(page.page(recorded, SYSTEM_PROMPT), encoding="utf-8")
+        path.write_text(page.page(recorded, system_prompt), encoding="utf-8")
     except OSError as e:
         say(f"agent: cannot write the page: {e.strerror}: {e.filename}")
         return 2
@@ -145,16 +157,16 @@ def decided(options, recorded: list[dict]) -> dict | None:
     return pauses.decisions(options.resume, recorded, options.approve, options.reject, settings)
 
 
-def converse(options, task: str, recorded: list[dict], transcript, approvals) -> int:
+def converse(program: Program, options, task: str, recorded: list[dict], transcript, approvals):
     """Run the task, or ask for one task after another; print the token totals; return the
     exit status. approvals: the decisions for a paused run's waiting calls, None if not paused."""
-    replay = transcripts.Replay(recorded, options.replay) if options.replay else None
+    replay = Replay(recorded, options.replay) if options.replay else None
     where = replay.base_url if replay else shown_url(options.base_url)
     if replay:
         client = replies.Client(replay, options.stream, options.trace)
     else:
         client = replies.make_client(options.stream, options.trace, options.base_url)
-    if not goes_on_from(recorded, options, replay, client, task):
+    if not goes_on_from(program, recorded, options, replay, client, task):
         return 2
     settings = {
         "model": options.model,
@@ -162,14 +174,19 @@ def converse(options, task: str, recorded: list[dict], transcript, approvals) ->
         "workspace": str(options.workdir.resolve()),
         "context_window": compaction.window(options.model, client),
     }
-    messages = transcripts.start(
-        recorded if options.resume else None, settings, SYSTEM_PROMPT, transcript
-    )
+    # the conversation's own list of tools: a handoff changes it, for the tasks after it too
+    if options.resume:
+        messages, tools = resumed(program, recorded, settings, transcript)
+    else:
+        messages = transcripts.begin(
+            transcript, program.system_prompt, schemas(program.tools), **settings
+        )
+        tools = list(program.tools)
     if approvals is None:  # a resumed run killed mid-step; a paused one goes on (go_on())
-        close_open_calls(messages, transcripts.UNANSWERED, transcript)
+        pauses.close_open_calls(messages, pauses.UNANSWERED, transcript)
     else:  # killed while it ran what was approved: those may or may not have run
-        close_open_calls(messages, transcripts.UNANSWERED, transcript, pauses.started(recorded))
-    RUN.client, RUN.messages, RUN.transcript, RUN.options = client, messages, transcript, options
+        started = pauses.started(recorded)
+        pauses.close_open_calls(messages, pauses.UNANSWERED, transcript, started)
     say(
         f"{options.model} at {where}, working in {options.workdir}{sandbox.mode()}; "
         f"transcript: {transcript.name}"
@@ -188,26 +205,31 @@ def converse(options, task: str, recorded: list[dict], transcript, approvals) ->
     # going on from a pause: that turn first, the task (if any) after its open calls
     todo = [task or None] if task or going_on else tasks()
     if replay and not options.task:  # every task it recorded, one after another
-        todo = transcripts.recorded_tasks(recorded) or todo
+        todo = runs.recorded_tasks(recorded) or todo
     for each in todo:
         if each == "/compact":  # at the > prompt: make room now
             if pauses.open_calls(messages):
                 say("agent: commands wait for a yes: approve or reject them before /compact")
             else:
-                compaction.compact(messages, client, options.model, TOOLS, transcript, asked=True)
+                offered = schemas(tools)
+                compaction.compact(messages, client, options.model, offered, transcript, asked=True)
             continue
         asked = [m["role"] for m in messages].count("user")
-        outcome = turn(each, messages, options, client, transcript, approvals)
+        outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
         approvals = None
-        status = EXIT_STATUS.get(outcome.status, 3)
-        if outcome.status == "paused":
+        status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
+        if outcome and outcome.status == "paused":
             waiting = pauses.waiting(messages)
             settings = pauses.settings_of(options.model, options.workdir, options.base_url)
             say(pauses.how_to_go_on(transcript.name, waiting, settings, bool(replay)))
             if each and [m["role"] for m in messages].count("user") == asked:
                 say("agent: the task was not started, since commands still wait: give it again")
-        if outcome.status == "answered" and not (
-            options.stream and sys.stdout.isatty() and not replay  # printed
+        if (
+            outcome
+            and outcome.status == "answered"
+            and not (
+                options.stream and sys.stdout.isatty() and not replay  # printed
+            )
         ):
             # piped: as written
             answer = hide_secrets(outcome.text)
@@ -219,39 +241,70 @@ def converse(options, task: str, recorded: list[dict], transcript, approvals) ->
     return status if task or going_on else 0  # typed tasks: the session ended as asked
 
 
-def goes_on_from(recorded: list[dict], options, replay, client, task: str) -> bool:
+def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
+    """The messages and the tools a resumed conversation goes on with: as the transcript reads
+    (realworld/runs.py), with this program's own system prompt and tools for the agent it was
+    left with (the one it was handed off to, if this program has it): a shared transcript may
+    carry other instructions. Recorded as run/resume."""
+    messages = runs.conversation(recorded)
+    handoff = next((e for e in reversed(recorded) if is_handoff(e)), None)
+    system_prompt, tools = program.system_prompt, list(program.tools)
+    if handoff and handoff.get("to") in program.handoffs:
+        system_prompt, handed = program.handoffs[handoff.get("to")]
+        tools = list(handed)
+    elif handoff:
+        say(
+            f"agent: this conversation was handed off (to {handoff.get('to')!r}), which this "
+            "program does not have; it goes on with this program's own agent"
+        )
+    # a transcript written by hand may have no run/start
+    if not messages or messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    elif messages[0]["content"] != system_prompt:
+        say(
+            "agent: the transcript's system prompt is not this agent's own (--show prints it); "
+            "the conversation goes on with this agent's"
+        )
+        messages[0] = {"role": "system", "content": system_prompt}
+    transcripts.record(
+        transcript, "run/resume", **settings, system_prompt=system_prompt, tools=schemas(tools)
+    )
+    return messages, tools
+
+
+def is_handoff(event: dict) -> bool:
+    """Whether an event hands the run's own conversation to another agent."""
+    return event["type"] == "agent/handoff" and "under" not in event
+
+
+def goes_on_from(program: Program, recorded: list[dict], options, replay, client, task) -> bool:
     """Before a replayed or resumed conversation starts: what its transcript says that this run
-    keeps (the window a server said) or tells the person (the lesson's note, a handoff, another
-    task); False if a replay cannot work (it calls tools this agent does not have)."""
+    keeps (the window a server said) or tells the person (the lesson's note, another task); False
+    if a replay cannot work (it calls tools this program does not have)."""
     said = [e.get("window") for e in recorded if e["type"] == "context/window"]
     # the server said it before; the person's AGENT_CONTEXT_WINDOW, if set, is taken instead
     if options.resume and said and type(said[-1]) is int and said[-1] >= 256:
         client.window = None if config.CONTEXT_WINDOW else said[-1]
     if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
         say(f"lesson: {recorded[0]['note']}")
-    if replay and (other := replay.other_tools()):
+    if replay and (other := replay.other_tools(runs.names(schemas(program.tools)))):
         say(
             f"replay: the recorded replies call {', '.join(map(repr, other))}, which this agent "
             "does not have: replay it with the program its first line names"
         )
         return False
-    handoffs = [e for e in recorded if e["type"] == "agent/handoff"] if options.resume else []
-    if handoffs:
-        say(
-            f"agent: this conversation was handed off (to {handoffs[-1].get('to')!r}); it goes "
-            "on with this program's own agent: its system prompt and its tools"
-        )
     if replay and (other := replay.other_task(task)):
         say(f"replay: the recorded replies answer {other!r}, not this task; they will not change")
     return True
 
 
-def turn(task: str | None, messages: list[dict], options, client, transcript, approvals) -> Outcome:
-    """Run one task. Ctrl-C ends the turn; SIGTERM and SIGHUP end the agent too. run() has answered
-    every call and recorded the end before the interruption reaches here. A request the server
-    refuses as longer than its context window gets the conversation compacted, and goes once
-    more."""
+def turn(program: Program, task, messages, tools, options, client, transcript, approvals):
+    """Run one task; its Outcome, or None if Ctrl-C ended it. SIGTERM and SIGHUP end the agent
+    too. run() has answered every call and recorded the end before the interruption reaches here.
+    A request the server refuses as longer than its context window gets the conversation
+    compacted, and goes once more."""
     settings = {
+        "tools": tools,
         "client": client,
         "model": options.model,
         "max_steps": options.max_steps,
@@ -260,14 +313,15 @@ def turn(task: str | None, messages: list[dict], options, client, transcript, ap
         "transcript": transcript,
     }
     try:
-        outcome = run(task, messages, approvals=approvals, **settings)
+        outcome = program.run(task, messages, approvals=approvals, **settings)
         if outcome.status == "context_full":  # refused as too long: compact all it can, once
             if client.window:
                 say(f"agent: the model reads {client.window:,} tokens at most: compacting")
                 # what the server said, for a --resume of this transcript to keep
                 transcripts.record(transcript, "context/window", window=client.window)
-            compaction.compact(messages, client, options.model, TOOLS, transcript, refused=True)
-            outcome = run(None, messages, **settings)
+            offered = schemas(tools)
+            compaction.compact(messages, client, options.model, offered, transcript, refused=True)
+            outcome = program.run(None, messages, **settings)
         if outcome.status == "context_full":
             say(
                 "agent: still too long after compacting: the task and its last results alone do "
@@ -278,7 +332,7 @@ def turn(task: str | None, messages: list[dict], options, client, transcript, ap
         if isinstance(e, Stopped):
             raise
         say("\nagent: interrupted")
-        return Outcome("interrupted", "interrupted by the user")
+        return None
 
 
 def tasks():
@@ -310,7 +364,7 @@ def read_task(options, recorded: list[dict], going_on: bool = False) -> str:
     if options.replay and not task:  # standard input stays unread: pdb may be reading it
         if not sys.stdin.isatty():
             say("agent: a replay answers its recorded task; standard input is not read")
-        return transcripts.recorded_task(recorded)
+        return runs.recorded_task(recorded)
     if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
         task = sys.stdin.read().strip()
     return task

@@ -14,14 +14,14 @@ The system prompt and the current task stay word for word; every call keeps its 
 placeholder is one), so a server accepts the history; and everything before the first message a
 stage changes stays byte for byte as it was, so a provider's prompt cache keeps hitting for it.
 Each compaction is one line for the person and a context/compacted event in the transcript (what
-was replaced, the summary); rebuild() applies it again, so --resume goes on from the compacted
-history, and the summary's own request is recorded under the event, so --replay answers it.
+was replaced, the summary); realworld/runs.py applies it again where it happened, so --resume goes
+on from the compacted history and the page shows what each request sent, and the summary's own
+request is recorded as a conversation of its own, so --replay answers it.
 
 The window: the server's, once an error has said it (replies.ContextFull); else the setting
 AGENT_CONTEXT_WINDOW; else the model family's, below; else DEFAULT_WINDOW.
 """
 
-import json
 import uuid
 
 import config
@@ -56,11 +56,7 @@ WINDOWS = (
 )
 DEFAULT_WINDOW = 32_768
 LIMIT = 0.75  # of the window: the rest is for the reply, and for the estimate's error
-# UTF-8 bytes a token: too few for English (about 4), about right for Chinese (3 a character)
-BYTES_PER_TOKEN = 3
-PER_MESSAGE = 8  # tokens a chat template adds around each message
 KEEP = 300  # characters: a shorter tool result is kept as it is
-IMAGE_BYTES = 3 * 1_500  # an image part: OpenAI counts a high-detail 1024x1024 image as 765 tokens
 
 SUMMARY_PROMPT = (
     "You summarize a conversation between a user and an assistant that works in a folder with "
@@ -87,35 +83,7 @@ def window(model: str, client) -> int:
 def tokens(messages: list[dict], tools: list[dict], client) -> int:
     """The tokens a request takes: the estimate, scaled up where the server has counted more
     (digits, emoji and code take a token for every byte or two in many tokenizers)."""
-    return round(estimate(messages, tools) * max(1.0, getattr(client, "ratio", 1.0)))
-
-
-def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
-    """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
-    size = nbytes(json.dumps(tools or [], ensure_ascii=False))
-    for message in messages:
-        size += content_size(message.get("content")) + PER_MESSAGE * BYTES_PER_TOKEN
-        size += nbytes(str(message.get("reasoning_content") or ""))  # sent back (DeepSeek)
-        for call in message.get("tool_calls") or []:
-            size += nbytes(json.dumps(call, ensure_ascii=False))
-    return size // BYTES_PER_TOKEN
-
-
-def nbytes(text: str) -> int:
-    """Text's size in UTF-8 (a lone surrogate, a file name's stray byte, counted too)."""
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def content_size(content) -> int:
-    """The bytes a message's content counts for: its text, or its parts' text and IMAGE_BYTES for
-    each other part (an image's data is not read as text by the model)."""
-    if not isinstance(content, list):
-        return nbytes(str(content or ""))
-    return sum(
-        nbytes(str(part.get("text") or "")) if part.get("type") == "text" else IMAGE_BYTES
-        for part in content
-        if isinstance(part, dict)
-    )
+    return round(replies.estimate(messages, tools) * max(1.0, getattr(client, "ratio", 1.0)))
 
 
 def too_big(messages: list[dict], tools: list[dict], client, size: int) -> bool:
@@ -252,11 +220,9 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
     text = "\n\n".join(rendered(m) for m in messages[first:current])
     if len(text) > 40_000:  # its beginning and its end
         text = joined(text[:20_000], f"{len(text) - 40_000} characters", text[-20_000:])
-    asked = [
-        {"role": "system", "content": SUMMARY_PROMPT},
-        {"role": "user", "content": text},
-    ]
     under = transcripts.Nested(transcript, f"compaction-{uuid.uuid4().hex[:8]}")
+    asked = transcripts.begin(under, SUMMARY_PROMPT, [])  # a conversation of its own, no tools
+    asked.append({"role": "user", "content": text})
     transcripts.record_message(under, asked[1])
     try:
         resp = client.chat.completions.create(model=model, messages=asked)
@@ -303,16 +269,20 @@ def summary_messages(summary: str, replaced=()) -> list[dict]:
     ]
 
 
-def apply(messages: list[dict], event: dict) -> None:
-    """Do again, in place, what a context/compacted event records (transcripts.rebuild())."""
+def applied(messages: list[dict], event: dict) -> list[dict]:
+    """messages as a context/compacted event left them, a new list with new messages where they
+    changed (realworld/runs.py: what an earlier request sent stays as it was)."""
     replaced = recorded_placeholders(event)
-    for message in messages:
-        if message["role"] == "tool" and message["tool_call_id"] in replaced:
-            text = replaced[message["tool_call_id"]]
-            message["content"] = Compacted(text, replies.quoted_texts([message]))
+    messages = [
+        {**m, "content": Compacted(replaced[m["tool_call_id"]], replies.quoted_texts([m]))}
+        if m["role"] == "tool" and m["tool_call_id"] in replaced
+        else m
+        for m in messages
+    ]
     if span := summary_span(messages, event):
         said = replies.quoted_texts(messages[span])
         messages[span] = summary_messages(event["summary"]["text"], said)
+    return messages
 
 
 def recorded_placeholders(event: dict) -> dict:

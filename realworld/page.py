@@ -1,5 +1,11 @@
-"""One self-contained HTML page of a transcript (python agent.py --html TRANSCRIPT OUT.html): the
-loop as a timeline, one step a row; the messages as the model saw them; tokens and time.
+"""A run shown, read the one way the loop ran it (realworld/runs.py): as text (--show), and as one
+self-contained HTML page (python agent.py --html TRANSCRIPT OUT.html): the loop as a timeline, one
+step a row; the messages each request sent, as the model saw them; tokens and time.
+
+A step is numbered as the terminal printed it: from 1 at each task (and at each going on after a
+pause or a refusal); the page's slider counts the run's own requests in order. A helper's requests
+and a summary's are shown inside the step or the compaction that made them, and counted in the
+totals, as the terminal counts them.
 
 A transcript is untrusted: the model, a tool or a server wrote most of it. Everything from it
 passes escape() and is shown as text, never as markup, and the page's Content-Security-Policy lets
@@ -12,8 +18,10 @@ import hashlib
 import html
 import json
 
-from realworld import compaction, dialects, pauses, replies, transcripts
-from realworld.guards import hide_secrets, visible
+from realworld import dialects, pauses, replies, runs
+from realworld.guards import hide_secrets, shorten, visible
+from realworld.runs import Request
+from tools import shown_command
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:70em;padding:1em;color:#222}
@@ -26,7 +34,7 @@ border-radius:4px;max-height:30em;overflow:auto}
 .call{border-left:3px solid #69c;padding-left:.6em;margin:.4em 0}
 .ok{color:#276}.error,.declined{color:#b33}.repair{color:#a60}
 .event{border-color:#ca6}.msg{border-left:3px solid #ccc;padding-left:.6em;margin:.4em 0}
-.msg.new{border-color:#e90}.role{font-weight:600}.hidden{display:none}
+.msg.new{border-color:#e90}.version{margin:.6em 0}.role{font-weight:600}.hidden{display:none}
 nav{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ddd}
 .bar-prompt{fill:#9bd}.bar-cached{fill:#5a8}.bar-completion{fill:#e96}.bar-latency{fill:#aaa}
 .total{fill:none;stroke:#333;stroke-width:1.5}span.prompt{color:#47a}span.cached{color:#386}
@@ -37,14 +45,20 @@ SCRIPT = """
 document.documentElement.dataset.script = "ran";
 document.querySelector("nav").classList.remove("hidden");  // its controls work only with scripts
 const steps = [...document.querySelectorAll(".step")];
-const messages = [...document.querySelectorAll(".msg[data-step]")];
+const versions = [...document.querySelectorAll(".version")];
 const slider = document.getElementById("at-step"), shown = document.getElementById("at-step-n");
 function showStep(n) {
-  shown.textContent = n > steps.length ? "after the run" : "sent in step " + n;
-  for (const m of messages) {
-    const k = Number(m.dataset.step);
-    m.classList.toggle("hidden", k > n || Number(m.dataset.until || n) < n);
-    m.classList.toggle("new", k === n);
+  const at = n <= steps.length ? steps[n - 1].dataset : null;
+  const v = at ? at.v : versions[versions.length - 1].dataset.v;
+  const count = at ? Number(at.count) : Infinity;
+  shown.textContent = at ? "request " + n + " (step " + at.step + "): " + at.count + " messages"
+    : "after the run";
+  for (const box of versions) {
+    box.classList.toggle("hidden", box.dataset.v !== v);
+    for (const m of box.querySelectorAll(".msg")) {
+      m.classList.toggle("hidden", Number(m.dataset.i) >= count);
+      m.classList.toggle("new", Number(m.dataset.first) === n);
+    }
   }
 }
 slider.max = steps.length + 1; slider.value = steps.length + 1; showStep(steps.length + 1);
@@ -81,42 +95,58 @@ def page(events: list[dict], system_prompt: str) -> str:
     """The whole page for a transcript's events; system_prompt: the agent's own."""
     # the key and passwords hidden at the one place everything passes, before anything is cut
     events = json.loads(hide_secrets(json.dumps(events, ensure_ascii=False)))
-    messages, steps, body = [], [], []
-    results = {id(e): found for e, found, _ in transcripts.recorded_steps(events)}
-    nested = {}  # a subagent's events, by the call they are under (subagent.py)
+    requests, conversations = runs.walk(events)
+    own = [r for r in requests if r.under is None]
+    # a helper's requests under the call that started it, a summary's under its compaction
+    nested, ends = {}, {}
+    for request in requests:
+        if request.under is not None:
+            nested.setdefault(str(request.under), []).append(request)
     for event in events:
-        if "under" in event:
-            nested.setdefault(str(event["under"]), []).append(event)
+        if "under" in event and event["type"] == "turn/end":
+            ends[str(event["under"])] = event
+    at = {id(r.reply): (n, r) for n, r in enumerate(own, 1)}
+    final = conversations[None].messages if None in conversations else []
+    # each list of messages the run's own requests sent, numbered in order (a compaction or a
+    # handoff starts another): the slider shows the one a request sent
+    lists = {}
+    for sent in [*(r.sent for r in own), final]:
+        lists.setdefault(id(sent), len(lists))
+    body = []
     for event in events:
         if "under" not in event:
-            body.append(row(event, messages, steps, results, nested))
-    head = header(events, system_prompt, steps)
+            body.append(row(event, at, own, nested, ends, lists))
     return (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{escape(title(events))}</title><style>{STYLE}</style></head><body>"
-        f"{head}{chart(steps)}<h2>The loop, step by step</h2>{''.join(body)}"
+        f"{header(events, system_prompt, own, requests)}{chart(requests)}"
+        f"<h2>The loop, step by step</h2>{''.join(body)}"
         "<h2 id=messages>The messages, as the model saw them</h2>"
-        f"{message_list(messages, len(steps))}"
+        f"{message_list(own, final, lists)}"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
 
 def title(events: list[dict]) -> str:
-    task = transcripts.recorded_task(events)
+    task = runs.recorded_task(events)
     return f"mini-agent: {task[:80]}" if task else "mini-agent transcript"
 
 
-def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
+def header(events: list[dict], system_prompt: str, own: list[Request], every: list) -> str:
     """What the run was: model, server, workspace, the lesson's note, a system prompt that is not
-    the agent's own, the totals; and the controls."""
-    start = next((e for e in events if e["type"] == "run/start"), {})
-    parts = [f"<h1>mini-agent: {escape(transcripts.recorded_task(events) or 'a transcript')}</h1>"]
+    the agent's own, the totals (of every request, a helper's and a summary's too); and the
+    controls."""
+    start = next((e for e in events if e["type"] == "run/start" and "under" not in e), {})
+    used = [tokens_of(r) for r in every]
+    others = len(every) - len(own)
+    parts = [f"<h1>mini-agent: {escape(runs.recorded_task(events) or 'a transcript')}</h1>"]
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
-        f", working in {escape(start.get('workspace', '?'))}; {plural(len(steps), 'step')}; "
-        f"{escape(replies.describe_tokens(replies.total_tokens([s['tokens'] for s in steps])))}"
-        "</p>"
+        f", working in {escape(start.get('workspace', '?'))}; {plural(len(own), 'request')} of "
+        f"its own"
+        + (f" and {others} of its helpers and summaries" if others else "")
+        + f"; {escape(replies.describe_tokens(replies.total_tokens(used)))}</p>"
     )
     if start.get("note"):
         parts.append(f"<p class=note>{escape(start['note'])}</p>")
@@ -126,77 +156,58 @@ def header(events: list[dict], system_prompt: str, steps: list[dict]) -> str:
             f"<pre>{escape(start['system_prompt'])}</pre></details>"
         )
     parts.append(
+        "<p class=meta>Steps are numbered as the terminal printed them: from 1 at each task, and "
+        "at each going on after a pause. The slider below counts the run's own requests in "
+        "order.</p>"
         "<nav class=hidden><input id=filter placeholder='filter steps'> "
         "<button id=open-all>open all</button> <button id=close-all>close all</button> | "
         "<a href='#messages'>the messages</a>, "
-        "<input id=at-step type=range min=1 value=1 aria-label='the messages of which step'> "
+        "<input id=at-step type=range min=1 value=1 aria-label='the messages of which request'> "
         "<span id=at-step-n></span></nav>"
     )
     return "".join(parts)
 
 
-def row(event: dict, messages: list, steps: list, results: dict, nested: dict, sub=False) -> str:
-    """One event of the timeline; messages and steps grow as the events are read. sub: an event
-    of a subagent's own loop."""
+def tokens_of(request: Request) -> dict:
+    """A request's token counts, as a chart can draw them."""
+    return drawable(replies.count_tokens(request.reply.get("usage")))
+
+
+def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict) -> str:
+    """One event of the run's own conversation on the timeline."""
     kind = event["type"]
-    if kind == "run/start" and not messages:
-        add_message(messages, {"role": "system", "content": event["system_prompt"]}, steps)
-        return ""
     if kind == "user/message":
-        add_message(messages, {"role": "user", "content": event["content"]}, steps)
         return f"<div class=event><b>task</b><pre>{escape(event['content'])}</pre></div>"
     if kind == "assistant/message":
-        return step(event, messages, steps, results[id(event)], nested, sub)
-    if kind == "tool/result":
-        message = {"role": "tool", "tool_call_id": event["call_id"], "content": event["content"]}
-        add_message(messages, message, steps)
-        return ""  # shown with its call, in the step
-    if kind == "context/compacted":  # from the next request on, what stands for what it replaced
-        replace_messages(messages, event, steps)
-    return other_event(event, nested)
+        number, request = at[id(event)]
+        before = own[number - 2] if number > 1 else None
+        return step(request, before, nested, ends, (number, lists[id(request.sent)]))
+    if kind in ("run/start", "tool/result", "tool/started"):
+        return ""  # the start is in the header; a result is shown with its call, in the step
+    return other_event(event, nested, ends)
 
 
-def replace_messages(messages: list, event: dict, steps: list) -> None:
-    """What a compaction replaced is sent until this step; what stands for it, from the next."""
-    live = [m for m in messages if "until" not in m]
-    replaced = compaction.recorded_placeholders(event)
-    for m in live:
-        call_id = m["message"].get("tool_call_id")
-        if m["message"].get("role") == "tool" and call_id in replaced:
-            m["until"] = len(steps)
-            add_message(messages, {**m["message"], "content": replaced[call_id]}, steps)
-    live = [m for m in messages if "until" not in m]
-    if span := compaction.summary_span([m["message"] for m in live], event):
-        for m in live[span]:
-            m["until"] = len(steps)
-        for message in compaction.summary_messages(event["summary"]["text"]):
-            add_message(messages, message, steps)
-
-
-def add_message(messages: list, message: dict, steps: list) -> None:
-    """A message, with the step whose request first sent it."""
-    messages.append({"message": message, "step": len(steps) + 1, "index": len(messages)})
-
-
-def step(event: dict, messages: list, steps: list, results: list, nested: dict, sub: bool) -> str:
-    """One step: what was sent, what came back, every call with its result (and the steps of a
-    subagent it started), how it ended."""
-    number, message = len(steps) + 1, event["message"]
-    new = messages[steps[-1]["reply"] if steps else 0 :]  # what this request added
-    tokens = drawable(replies.count_tokens(event.get("usage")))
-    ms = amount(event.get("latency_ms"))
-    steps.append({"tokens": tokens, "latency": ms, "reply": len(messages)})
-    add_message(messages, message, steps)
-    messages[-1]["step"] = number + 1  # sent back from the next request on
+def step(request: Request, before: Request | None, nested: dict, ends: dict, own=None) -> str:
+    """One step: what its request sent, what came back, every call with its result (and the
+    requests of a helper it started), how it ended. own: (its number among the run's own
+    requests, the number of the list it sent) for a step of the run's own; a helper's and a
+    summary's are substeps."""
+    message, reply = request.reply["message"], request.reply
+    new = new_messages(request, before)
+    tokens = tokens_of(request)
+    ms = amount(reply.get("latency_ms"))
     thinking, text = dialects.split_thinking(message.get("content") or "")
     reasoning = dialects.reasoning_of(message) or thinking
+    offered = runs.names(request.tools) if request.tools is not None else None
     parts = [
-        f"<div class=substep><h3>its step {number}</h3>"
-        if sub
-        else f"<div class=step id=step-{number}><h3>step {number}</h3>",
-        f"<p class=meta>request: {plural(len(messages) - 1, 'message')}, {len(new)} new "
-        f"({new_roles(new, link=not sub)})"
-        f"; reply: {escape(event.get('finish_reason') or '?')}; "
+        f"<div class=step id=step-{own[0]} data-v={own[1]} data-count={request.count} "
+        f"data-step={request.step}><h3>step {request.step}</h3>"
+        if own
+        else f"<div class=substep><h3>its step {request.step}</h3>",
+        f"<p class=meta>request: {plural(request.count, 'message')}, {len(new)} new "
+        f"({', '.join(escape(m.get('role', '?')) for m in new)})"
+        + (f"; tools: {escape(', '.join(offered) or 'none')}" if offered is not None else "")
+        + f"; reply: {escape(reply.get('finish_reason') or '?')}; "
         f"{escape(replies.describe_tokens(tokens))}{f'; {ms} ms' if ms else ''}</p>",
     ]
     if reasoning.strip():
@@ -205,15 +216,27 @@ def step(event: dict, messages: list, steps: list, results: list, nested: dict, 
         )
     if text.strip():
         parts.append(f"<pre class=text>{escape(text)}</pre>")
-    repairs = event.get("repairs") or []
+    repairs = reply.get("repairs") or []
     repairs = repairs if isinstance(repairs, list) else [repairs]  # a transcript written by hand
     parts += [f"<p class=repair>repaired: {escape(r)}</p>" for r in repairs]
-    return "".join(parts + calls_and_results(calls_of(message), results, nested)) + "</div>"
+    calls = message.get("tool_calls") or []
+    return "".join(parts + calls_and_results(calls, request.results, nested, ends)) + "</div>"
 
 
-def calls_and_results(calls: list[dict], results: list[dict], nested: dict) -> list[str]:
+def new_messages(request: Request, before: Request | None) -> list[dict]:
+    """What a request sent that the one before it in its conversation had not: what was added
+    since, and what a compaction or a handoff put in the place of what was there."""
+    if before is None:
+        return request.messages
+    if before.sent is request.sent:
+        return request.sent[before.count : request.count]
+    sent_before = {id(m) for m in before.messages}
+    return [m for m in request.messages if id(m) not in sent_before]
+
+
+def calls_and_results(calls: list[dict], results: list[dict], nested: dict, ends: dict) -> list:
     """Each call with the result recorded for it: by its id, or else by its place; and under it
-    the steps of a subagent it started."""
+    the requests of a helper it started."""
     by_id = {}
     for result in results:
         by_id.setdefault(result.get("call_id"), result)
@@ -221,10 +244,24 @@ def calls_and_results(calls: list[dict], results: list[dict], nested: dict) -> l
         call_and_result(
             call,
             by_id.get(call.get("id")) or (results[i] if i < len(results) else None),
-            subagent(nested.pop(str(call.get("id")), []), nested),
+            inner(str(call.get("id")), nested, ends),
         )
         for i, call in enumerate(calls)
     ]
+
+
+def inner(under: str, nested: dict, ends: dict) -> str:
+    """The requests of a conversation inside a step (a helper's: examples/subagent.py) or a
+    compaction (its summary's), each numbered on its own, and how it ended."""
+    requests = nested.pop(under, [])
+    if not requests:
+        return ""
+    steps = "".join(
+        step(r, requests[i - 1] if i else None, nested, ends) for i, r in enumerate(requests)
+    )
+    end = ends.get(under)
+    ended = f"<p class=meta>ended: {escape(end.get('status', '?'))}</p>" if end else ""
+    return f"<div class=sub><b>its own requests</b>{steps}{ended}</div>"
 
 
 def drawable(tokens: dict) -> dict:
@@ -239,25 +276,6 @@ def amount(value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
     return int(value) if 0 <= value <= 10**12 else 0
-
-
-def calls_of(message: dict) -> list[dict]:
-    """The calls of a recorded message; when it holds none, those written in its text, as the
-    client recovers them (lesson 07)."""
-    if message.get("tool_calls"):
-        return message["tool_calls"]
-    calls = dialects.recover_tool_calls(message.get("content") or "", replies.PARAMETERS)[0]
-    return [{**c, "id": None, "recovered": True} for c in calls]
-
-
-def subagent(events: list[dict], nested: dict) -> str:
-    """A subagent's own loop (subagent.py): its steps, numbered on their own, and its end."""
-    if not events:
-        return ""
-    messages, steps = [], []
-    results = {id(e): found for e, found, _ in transcripts.recorded_steps(events)}
-    rows = "".join(row(e, messages, steps, results, nested, sub=True) for e in events)
-    return f"<div class=sub><b>its own requests</b>{rows}</div>"
 
 
 def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
@@ -279,25 +297,16 @@ def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
     return "".join(parts) + "</div>"
 
 
-def new_roles(new: list[dict], link: bool = True) -> str:
-    """The roles of the messages a request added: links to them in the list (a subagent's are
-    not in it)."""
-    roles = [escape(m["message"].get("role", "?")) for m in new]
-    if not link:
-        return ", ".join(roles)
-    return ", ".join(f"<a href='#m{m['index']}'>{r}</a>" for m, r in zip(new, roles, strict=True))
-
-
-def other_event(event: dict, nested: dict) -> str:
+def other_event(event: dict, nested: dict, ends: dict) -> str:
     """What the person or the agent did between steps: a turn's end or pause, a resume, a
     handoff, a replay's divergence."""
     kind = event["type"]
     if kind == "turn/end" and event.get("status") == "paused":
         return pause(event)
     if kind == "context/compacted":
-        return compacted(event, nested)
+        return compacted(event, nested, ends)
     if kind == "agent/handoff":
-        tools = event.get("tools") if isinstance(event.get("tools"), list) else []
+        tools = runs.names(runs.offered(event.get("tools"), []))
         return (
             f"<div class=event><b>handed off</b> to {escape(event.get('to', '?'))}: from here its "
             f"tools ({escape(', '.join(map(str, tools)))}) and its system prompt"
@@ -319,7 +328,7 @@ def other_event(event: dict, nested: dict) -> str:
     return f"<div class=event>{escape(kind)}</div>"
 
 
-def compacted(event: dict, nested: dict) -> str:
+def compacted(event: dict, nested: dict, ends: dict) -> str:
     """A compaction: the tokens before and after, each result replaced, the summary and the
     request that wrote it."""
     replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
@@ -333,7 +342,7 @@ def compacted(event: dict, nested: dict) -> str:
         parts.append(
             f", {escape(summary.get('replaced', '?'))} earlier messages by a summary"
             f"<pre>{escape(summary.get('text', ''))}</pre>"
-            + subagent(nested.pop(str(summary.get("under")), []), nested)
+            + inner(str(summary.get("under")), nested, ends)
         )
     for call_id, text in replaced.items():
         parts.append(f"<details><summary>{escape(call_id)}</summary><pre>{escape(text)}</pre>")
@@ -354,49 +363,76 @@ def pause(event: dict) -> str:
     return "".join(parts) + "</div>"
 
 
-PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
-
-
 def plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def sent(step: int, steps: int, until: int | None = None) -> str:
-    """When the model saw a message: from the step that first sent it, until a compaction."""
-    if step > steps or (until is not None and until < step):
-        return "after the last request: never sent"
-    if until is not None:
-        return f"sent in steps {step} to {until}; then compacted"
-    return f"sent from step {step} on"
+PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
 
 
-def message_list(messages: list[dict], steps: int) -> str:
-    """Every message once, with the step whose request first sent it: the request of step N is
-    every message up to its own (the step-through shows exactly those)."""
-    parts = []
-    for m in messages:
-        message, shown = m["message"], dict(m["message"])
-        content = shown.pop("content", "") or ""
-        if len(content) > PREVIEW and message.get("role") in ("tool", "assistant"):
-            # shown whole in its step: here its beginning, so that the page stays small
-            content = (
-                content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
-            )
-        extra = fields(shown) if len(shown) > 1 else ""
-        parts.append(
-            f"<div class=msg id=m{m['index']} data-step={m['step']}"
-            + (f" data-until={m['until']}" if "until" in m else "")
-            + f"><span class=role>{escape(message.get('role', '?'))}</span> <span class=meta>"
-            f"{sent(m['step'], steps, m.get('until'))}"
-            f"</span>{f'<pre>{escape(content)}</pre>' if content else ''}"
-            + (
-                f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"
-                if extra
-                else ""
-            )
-            + "</div>"
+def message_list(own: list[Request], final: list[dict], lists: dict) -> str:
+    """The run's own conversation as its requests sent it: one list for each stretch of requests
+    that sent the same list growing (a compaction or a handoff starts another), each message
+    with the requests that sent it; the last holds the conversation as the run left it."""
+    versions = []  # (the list, [(request number, count)])
+    for number, request in enumerate(own, 1):
+        if not versions or versions[-1][0] is not request.sent:
+            versions.append((request.sent, []))
+        versions[-1][1].append((number, request.count))
+    if final and (not versions or versions[-1][0] is not final):
+        versions.append((final, []))
+    first = {}  # a message, by its identity: the request that first sent it
+    for number, request in enumerate(own, 1):
+        for m in new_messages(request, own[number - 2] if number > 1 else None):
+            first.setdefault(id(m), number)
+    return "".join(
+        version(sent, lists[id(sent)], counts, first, len(own)) for sent, counts in versions
+    )
+
+
+def version(sent: list[dict], v: int, counts: list, first: dict, total: int) -> str:
+    """One list of messages (number v) and the requests that sent it (counts: (request number,
+    how many of its messages))."""
+    span = (
+        f"sent by request {counts[0][0]}" + (f" to {counts[-1][0]}" if len(counts) > 1 else "")
+        if counts
+        else "after the last request"
+    )
+    parts = [f"<div class=version data-v={v}><p class=meta>{span}:</p>"]
+    at = 0  # the first request of this list that sent message i
+    for i, message in enumerate(sent):
+        while at < len(counts) and counts[at][1] <= i:
+            at += 1
+        when = (
+            f"sent from request {counts[at][0]} on"
+            if at < len(counts)
+            else "after the last request: never sent"
         )
-    return "".join(parts)
+        parts.append(listed_message(message, i, first.get(id(message), total + 1), when))
+    return "".join(parts) + "</div>"
+
+
+def listed_message(message: dict, i: int, first: int, when: str) -> str:
+    """One message in a list: its role, when it was sent, its text (the start of a long one) and
+    its other fields."""
+    shown = dict(message)
+    content = shown.pop("content", "") or ""
+    content = content if isinstance(content, str) else fields({"content": content})
+    if len(content) > PREVIEW and message.get("role") in ("tool", "assistant"):
+        # shown whole in its step: here its beginning, so that the page stays small
+        content = content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
+    extra = fields(shown) if len(shown) > 1 else ""
+    return (
+        f"<div class=msg data-i={i} data-first={first}><span class=role>"
+        f"{escape(message.get('role', '?'))}</span> <span class=meta>{when}</span>"
+        + (f"<pre>{escape(content)}</pre>" if content else "")
+        + (
+            f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"
+            if extra
+            else ""
+        )
+        + "</div>"
+    )
 
 
 def fields(message: dict) -> str:
@@ -407,9 +443,12 @@ def fields(message: dict) -> str:
         return repr(message)[:10_000]
 
 
-def chart(steps: list[dict]) -> str:
-    """Tokens per step as stacked bars (prompt not cached, cached, completion), the running total
-    as a line, drawn as inline SVG."""
+def chart(requests: list[Request]) -> str:
+    """Tokens per request, every one (a helper's and a summary's too), as stacked bars (prompt not
+    cached, cached, completion), the running total as a line, drawn as inline SVG."""
+    steps = [
+        {"tokens": tokens_of(r), "latency": amount(r.reply.get("latency_ms"))} for r in requests
+    ]
     if not steps:
         return ""
     width, height, gap = chart_width(steps), 140, 2
@@ -429,16 +468,17 @@ def chart(steps: list[dict]) -> str:
             y -= h
             shapes.append(
                 f"<rect class=bar-{part} x={x:.1f} y={y:.1f} width={max(bar - gap, 1):.1f} "
-                f"height={h:.1f}><title>step {i + 1}: {value} {part} tokens</title></rect>"
+                f"height={h:.1f}><title>request {i + 1}: {value} {part} tokens</title></rect>"
             )
         total += t["prompt"] + t["completion"]
         running.append(f"{x + bar / 2:.1f},{height - total / grand * (height - 20):.1f}")
     return (
-        "<h2>Tokens per step</h2><svg role=img aria-label='tokens per step' "
+        "<h2>Tokens per request</h2><svg role=img aria-label='tokens per step' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>"
         + "".join(shapes)
         + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
-        "tokens</title></polyline></svg><p class=meta>Each bar is one step: <span class=cached>"
+        "tokens</title></polyline></svg><p class=meta>Each bar is one request (a helper's and a "
+        "summary's too): <span class=cached>"
         "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
         "<span class=completion>completion tokens</span>"
         + ("; the line is the running total" if len(steps) > 1 else "")
@@ -460,12 +500,112 @@ def latency_chart(steps: list[dict]) -> str:
     bar, longest = width / len(steps), max(times)
     bars = "".join(
         f"<rect class=bar-latency x={i * bar:.1f} y={height - t / longest * height:.1f} "
-        f"width={max(bar - 2, 1):.1f} height={t / longest * height:.1f}><title>step {i + 1}: "
+        f"width={max(bar - 2, 1):.1f} height={t / longest * height:.1f}><title>request {i + 1}: "
         f"{t} ms</title></rect>"
         for i, t in enumerate(times)
     )
     return (
-        "<h2>Time per step</h2><svg role=img aria-label='time per step' "
+        "<h2>Time per request</h2><svg role=img aria-label='time per step' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>{bars}</svg>"
         f"<p class=meta>How long the server took to reply, each step; the longest {longest} ms.</p>"
     )
+
+
+# --- --show: the run as text ---------------------------------------------------------------------
+
+
+def show(events: list[dict], system_prompt: str) -> None:
+    """Print a transcript as a conversation, without running anything."""
+    for line in shown(events, system_prompt):
+        # What a model or a tool wrote may hold escape sequences, and a transcript written by
+        # another agent the key.
+        print(visible(hide_secrets(line)))
+    if pauses.last_end(events).get("status") == "paused" and not pauses.is_paused(events):
+        print("[the calls this pause recorded no longer wait in it: it was changed, or went on]")
+
+
+def shown(events: list[dict], system_prompt: str):
+    """The lines --show prints; a system prompt other than system_prompt (the agent's own) in
+    full; before each reply, its step as the terminal numbered it and what its request sent."""
+    every = runs.requests(events)
+    at = {id(r.reply): r for r in every}
+    for event in events:
+        for line in shown_event(event, system_prompt, at.get(id(event))):
+            if "under" in event:  # a helper's or a summary's, under what started them
+                line = "\n".join(f"    {part}" if part else part for part in line.split("\n"))
+            yield line
+    used = [replies.count_tokens(r.reply.get("usage")) for r in every]
+    yield f"[total: {replies.describe_tokens(replies.total_tokens(used))}]"
+
+
+def shown_event(event: dict, system_prompt: str, request: Request | None):
+    """The lines --show prints for one event (request: the one a reply answered)."""
+    kind = event["type"]
+    if kind == "run/start" and "under" not in event:
+        yield (
+            f"[{event.get('model')} at {event.get('base_url')}, working in "
+            f"{event.get('workspace')}]"
+        )
+        if event["system_prompt"] != system_prompt:
+            yield (
+                f"[system prompt, not this agent's own:]\n{event['system_prompt']}\n"
+                "[end of system prompt]"
+            )
+    elif kind == "user/message":
+        asker = "user" if "under" not in event else "subagent, asked"
+        if str(event.get("under")).startswith("compaction-"):
+            asker = "asked for a summary"
+        content = shorten(event["content"], 300) if "under" in event else event["content"]
+        yield f"\n{asker}: {content}"
+    elif kind == "assistant/message":
+        message = event["message"]
+        yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"
+        if message.get("content"):
+            yield f"assistant: {message['content']}"
+        for call in message.get("tool_calls", []):
+            yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+    elif kind == "tool/result":
+        yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
+    elif kind == "turn/end" and event["status"] == "paused":
+        yield from shown_pause(event)
+    elif kind == "turn/end":
+        yield f"[turn ended: {event['status']}" + (
+            f": {event['error']}]" if event.get("error") else "]"
+        )
+    elif kind == "context/compacted":
+        summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
+        replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
+        yield (
+            f"[compacted: about {event.get('before')} → {event.get('after')} tokens (window "
+            f"{event.get('window')}): {len(replaced)} tool result(s) replaced by a placeholder"
+            + (
+                f", {summary.get('replaced')} earlier message(s) by this summary:]"
+                if summary
+                else "]"
+            )
+        )
+        if summary:
+            yield f"  {summary.get('text')}"
+    elif kind == "agent/handoff":
+        yield (
+            f"[handed off to {event.get('to')}: from here its system prompt and its tools "
+            f"({', '.join(runs.names(runs.offered(event.get('tools'), [])))})]"
+        )
+
+
+def shown_pause(event: dict):
+    """A pause, and each command it recorded as waiting for a yes, whole, with its code made of
+    what is shown (pauses.code()): never the code a transcript says."""
+    waiting = pauses.pending_calls(event)
+    yield (
+        f"[turn paused: {len(waiting)} command(s) waiting for a yes; go on with --resume and "
+        "--approve [CODE ...] or --reject REASON]"
+    )
+    for call in waiting:
+        function = call["function"]
+        try:
+            command = shown_command(json.loads(function["arguments"])["command"])
+        except (AttributeError, TypeError, ValueError, KeyError, RecursionError):
+            command = f"    {function['arguments']}"
+        name, call_id = pauses.one_line(function["name"]), pauses.one_line(call["id"])
+        yield f"  ⏸ [{pauses.code(call)}] {name}, id {call_id}:\n{command}"

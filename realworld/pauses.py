@@ -25,7 +25,8 @@ from pathlib import Path
 
 import config
 import tools
-from realworld.guards import say, shown_url, visible
+from realworld import runs, transcripts
+from realworld.guards import say, shorten, shown_url, visible
 
 
 class NotApproved(ValueError):
@@ -34,9 +35,7 @@ class NotApproved(ValueError):
 
 def is_paused(events: list[dict]) -> bool:
     """Whether a transcript's last turn paused and calls still wait for a yes in it."""
-    from realworld import transcripts
-
-    return bool(still_waiting(events, transcripts.rebuild(events)))
+    return bool(still_waiting(events, runs.conversation(events)))
 
 
 def still_waiting(events: list[dict], messages: list[dict]) -> list[dict]:
@@ -93,6 +92,27 @@ def open_calls(messages: list[dict]) -> list[dict]:
     """The calls of the last reply that have no tool message yet, in their order."""
     answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
     return [c for c in last_calls(messages) if c["id"] not in answered]
+
+
+# What a call of a killed run that was never answered gets, when the run is resumed.
+UNANSWERED = (
+    "unknown: the earlier run ended before this call was answered; it may or may not have run, "
+    "so check before repeating it"
+)
+
+
+def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -> None:
+    """Answer each call of the last reply that has no tool message yet (or those of them whose
+    ids are in only), with reason: every call gets one tool message, so a server accepts the
+    history. All are appended before any is recorded: a transcript that cannot be written leaves
+    none open."""
+    still_open = [c for c in open_calls(messages) if only is None or c["id"] in only]
+    closing = [{"role": "tool", "tool_call_id": c["id"], "content": reason} for c in still_open]
+    messages.extend(closing)
+    for call, tool_message in zip(still_open, closing, strict=True):
+        name = call["function"]["name"]
+        say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
+        transcripts.record_message(transcript, tool_message, name=name, ok=False)
 
 
 def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:
@@ -317,9 +337,7 @@ def decisions(
     recorded (it changed since), when a bare --approve finds the pause not sealed here
     (sealed_here()), when the pause ran with other settings than these (settings: settings_of()
     for this run), or when a code names none of them. A sealed pause gone on from is spent."""
-    from realworld import transcripts
-
-    pause, messages = last_end(events), transcripts.rebuild(events)
+    pause, messages = last_end(events), runs.conversation(events)
     calls = still_waiting(events, messages)
     if not calls:
         raise NotApproved("the transcript is not paused: no call in it waits for a yes")
@@ -396,8 +414,6 @@ def as_call(recorded_call: dict) -> dict:
 def pending_calls(pause: dict) -> list[dict]:
     """The calls a pause's turn/end records as waiting, as a message holds them, leaving out what
     is no call (a transcript written by hand may hold anything): what --show and the page show."""
-    from realworld import transcripts
-
     pending = pause.get("pending") if isinstance(pause.get("pending"), list) else []
     calls = [as_call(c) for c in pending if isinstance(c, dict)]
     return [c for c in calls if transcripts.is_call(c)]

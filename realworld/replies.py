@@ -37,9 +37,7 @@ from realworld.guards import (
     too_deep,
     visible,
 )
-from tools import TOOL_MAP, parameters
-
-PARAMETERS = {name: parameters(name) for name in TOOL_MAP}  # what a call written as text must give
+from tools import parameters
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
 # new tries when the provider says the model's output, not the request, was malformed
@@ -99,12 +97,15 @@ class Client:
         if self.trace:
             trace_request(model, messages, tools or [])
         send, quoting = self.inner.chat.completions.create, quotable(messages)
+        # the tools this request offers: a call written as text is read as one of them
+        known = parameters(tools or [])
         started = time.monotonic()
         try:
             raw = ask(
                 lambda: send(model=model, messages=messages, **request),
                 self.base_url,
                 model,
+                known,
                 quoting,
             )
         except ContextFull as e:  # the server's own window, for the next request to fit
@@ -116,16 +117,17 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
-        message, repairs = reply_message(raw.choices[0].message, messages, quoting)
+        message, repairs = reply_message(raw.choices[0].message, messages, known, quoting)
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
-        self.ratio = counted_against_estimate(
-            self.tokens[-1]["prompt"], messages, tools, self.ratio
-        )
+        size = estimate(messages, tools)  # a compaction makes it smaller, as the server's count
+        self.ratio = counted_against_estimate(self.tokens[-1]["prompt"], size, self.ratio)
         # a conversation is its system prompt and tools: a subagent's or a handoff's is another
         conversation = (str(messages[0] if messages else None), str(tools))
-        if self.prompt_was_cut(conversation, len(messages), self.tokens[-1]["prompt"]):
+        if self.prompt_was_cut(conversation, size, self.tokens[-1]["prompt"]):
             say(f"agent: warning: {PROMPT_CUT}")
+        # the reply as the server sent it, for the transcript where it was repaired
+        sent = raw.choices[0].message.model_dump(mode="json", exclude_unset=True, warnings=False)
         return completion(
             message,
             raw.choices[0].finish_reason,
@@ -133,28 +135,27 @@ class Client:
             model,
             repairs=repairs,
             latency_ms=latency_ms,
+            sent=sent,
         )
 
-    def prompt_was_cut(self, conversation: str, length: int, prompt: int) -> bool:
+    def prompt_was_cut(self, conversation: str, size: int, prompt: int) -> bool:
         """Whether the server counted fewer prompt tokens than for the request before, though the
-        conversation only grew, the first time it does: it cut the prompt (Ollama keeps only its
-        window's end). A request no longer than the one before, or with another system prompt or
-        other tools, starts another conversation."""
-        last_conversation, last_length, last_prompt, warned = self.last
-        if length <= last_length or conversation != last_conversation:
+        conversation only grew (size: its estimate), the first time it does: it cut the prompt
+        (Ollama keeps only its window's end). A request no larger than the one before (a
+        compaction made room), or with another system prompt or other tools, starts another
+        conversation."""
+        last_conversation, last_size, last_prompt, warned = self.last
+        if size <= last_size or conversation != last_conversation:
             last_prompt, warned = 0, False
         cut = 0 < prompt < last_prompt and not warned
-        self.last = (conversation, length, prompt, warned or cut)
+        self.last = (conversation, size, prompt, warned or cut)
         return cut
 
 
-def counted_against_estimate(prompt: int, messages: list[dict], tools, ratio: float) -> float:
-    """The server's count of a request's prompt tokens against compaction's estimate of it, the
+def counted_against_estimate(prompt: int, guess: int, ratio: float) -> float:
+    """The server's count of a request's prompt tokens against the estimate of it (estimate()), the
     largest seen (realworld/compaction.py scales its estimate by it); ratio if the server said
     no count."""
-    from realworld import compaction
-
-    guess = compaction.estimate(messages, tools)
     if prompt <= 0 or guess <= 0:
         return ratio
     # at most 4: no tokenizer counts more than a token a byte and the estimate is bytes / 3; a
@@ -298,7 +299,7 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def ask(send, base_url: str, model: str, quoting=()):
+def ask(send, base_url: str, model: str, known: dict, quoting=()):
     """What send() (the one call to the model) returned, as one whole ChatCompletion;
     RequestFailed with one line in the provider's words if there is none. Asked again when
     the provider says that the model's output, not the request, was malformed (Groq's
@@ -307,7 +308,7 @@ def ask(send, base_url: str, model: str, quoting=()):
 
     for attempt in range(OUTPUT_RETRIES + 1):
         try:
-            return whole_reply(send(), model, quoting)
+            return whole_reply(send(), model, known, quoting)
         # the SDK lets a body that is not JSON through
         except (openai.APIError, ValueError, RecursionError) as e:
             if error_code(e) == "tool_use_failed" and attempt < OUTPUT_RETRIES:
@@ -327,13 +328,13 @@ def ask(send, base_url: str, model: str, quoting=()):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def whole_reply(resp, model: str, quoting=()):
+def whole_reply(resp, model: str, known: dict, quoting=()):
     """The reply, a stream put together; RequestFailed if it is an error or not a chat
     completion."""
     if isinstance(resp, str):  # the SDK gives a body that is not JSON (a web page) as text
         raise RequestFailed(not_a_completion(resp))
     if not hasattr(resp, "choices"):  # a stream: the replay answers whole, streamed or not
-        resp = collect_stream(resp, model, quoting)
+        resp = collect_stream(resp, model, known, quoting)
     # a 200 body that carries an error
     error = (getattr(resp, "model_extra", None) or {}).get("error")
     choices = getattr(resp, "choices", None)
@@ -397,13 +398,13 @@ def not_a_completion(body: str) -> str:
     )
 
 
-def collect_stream(stream, model: str, quoting=()):
+def collect_stream(stream, model: str, known: dict, quoting=()):
     """Read a streamed reply, printing its text as it comes, and rebuild it as one ChatCompletion.
     Every field of every delta is kept (rule 2): strings are joined, lists and objects merged."""
     message, calls, at_index = {"role": "assistant", "content": ""}, [], {}
     # a stream that never says why it ended was cut
     finish_reason, usage, error = "incomplete_stream", None, None
-    printer = dialects.Printer(PARAMETERS, quoting)
+    printer = dialects.Printer(known, quoting)
     for chunk in stream:
         usage = chunk.usage or usage
         if not chunk.choices:  # the usage chunk at the end has no choices
@@ -544,8 +545,8 @@ def finished(value):
 def completion(message: dict, finish_reason: str | None, usage, model: str, error=None, **extra):
     """A ChatCompletion built as the SDK builds a live reply (construct: DeepSeek's finish
     reasons pass). error: the one a stream's choice carried (OpenRouter), kept in the choice for
-    whole_reply() to report. extra: the agent's own fields beside the reply (repairs, latency_ms),
-    never sent to a server."""
+    whole_reply() to report. extra: the agent's own fields beside the reply (repairs, latency_ms,
+    sent: the message as the server sent it), never sent to a server."""
     from openai.types.chat import ChatCompletion
 
     choices = [
@@ -590,14 +591,17 @@ def quoted_texts(messages: list[dict]) -> list[str]:
     return texts
 
 
-def reply_message(msg, messages: list[dict], quoting=((), "")) -> tuple[dict, list[str]]:
+def reply_message(
+    msg, messages: list[dict], known: dict, quoting=((), "")
+) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
     Every field the server sent goes back unchanged (rule 2: DeepSeek's reasoning_content,
     OpenRouter's reasoning and reasoning_details, Gemini's thought signatures on tool calls,
     whatever comes next), but for what every server needs made explicit (rule 1): content a string,
     never null (Ollama's and Mistral's templates reject null), and each tool call with a unique id,
-    a type and JSON arguments. quoting: what the conversation lets a reply quote (quotable())."""
+    a type and JSON arguments. known: the tools offered ({name: parameter names}); quoting: what
+    the conversation lets a reply quote (quotable())."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
     message = {
         "role": "assistant",
@@ -608,7 +612,7 @@ def reply_message(msg, messages: list[dict], quoting=((), "")) -> tuple[dict, li
     # a tool call written as text, when the server did not parse it
     if not calls and message["content"]:
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], PARAMETERS, *quoting
+            message["content"], known, *quoting
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:
@@ -616,11 +620,11 @@ def reply_message(msg, messages: list[dict], quoting=((), "")) -> tuple[dict, li
         calls = calls[: config.MAX_CALLS]
     if calls:
         taken = {c["id"] for m in messages for c in m.get("tool_calls") or []}
-        message["tool_calls"] = [tool_call(call, taken, repairs) for call in calls]
+        message["tool_calls"] = [tool_call(call, taken, known, repairs) for call in calls]
     return message, repairs
 
 
-def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
+def tool_call(call, taken: set[str], known: dict, repairs: list[str]) -> dict:
     """One tool call with a unique id, a type and its arguments as a valid JSON string; its
     other fields kept."""
     call = call if isinstance(call, dict) else {}
@@ -634,7 +638,7 @@ def tool_call(call, taken: set[str], repairs: list[str]) -> dict:
     arguments, repair = dialects.clean_arguments(function.get("arguments"))
     if repair:
         repairs.append(repair)
-    name = dialects.tool_name(clean_text(function.get("name")), TOOL_MAP)
+    name = dialects.tool_name(clean_text(function.get("name")), known)
     function = {**clean(function), "name": name, "arguments": arguments}
     kept = {k: clean(v) for k, v in call.items() if k not in ("id", "type", "function", "index")}
     return {"id": call_id, "type": "function", "function": function, **kept}
@@ -652,6 +656,40 @@ def clean(value):
 
 
 # --- Tokens: what each provider reports ----------------------------------------------------------
+
+
+# UTF-8 bytes a token: too few for English (about 4), about right for Chinese (3 a character)
+BYTES_PER_TOKEN = 3
+PER_MESSAGE = 8  # tokens a chat template adds around each message
+IMAGE_BYTES = 3 * 1_500  # an image part: OpenAI counts a high-detail 1024x1024 image as 765 tokens
+
+
+def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
+    """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
+    size = nbytes(json.dumps(tools or [], ensure_ascii=False))
+    for message in messages:
+        size += content_size(message.get("content")) + PER_MESSAGE * BYTES_PER_TOKEN
+        size += nbytes(str(message.get("reasoning_content") or ""))  # sent back (DeepSeek)
+        for call in message.get("tool_calls") or []:
+            size += nbytes(json.dumps(call, ensure_ascii=False))
+    return size // BYTES_PER_TOKEN
+
+
+def nbytes(text: str) -> int:
+    """Text's size in UTF-8 (a lone surrogate, a file name's stray byte, counted too)."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def content_size(content) -> int:
+    """The bytes a message's content counts for: its text, or its parts' text and IMAGE_BYTES for
+    each other part (an image's data is not read as text by the model)."""
+    if not isinstance(content, list):
+        return nbytes(str(content or ""))
+    return sum(
+        nbytes(str(part.get("text") or "")) if part.get("type") == "text" else IMAGE_BYTES
+        for part in content
+        if isinstance(part, dict)
+    )
 
 
 def usage_of(resp) -> dict | None:

@@ -1,39 +1,34 @@
-"""Lessons 8 and 9 as programs against a server: a subagent (subagent.py) and a handoff
-(handoff.py), each built on run() with agent.py unchanged (issue 26). What each request carried
-is checked: the subagent's own conversation and tools, the handoff's system prompt and tools.
+"""Lessons 8 and 9 as programs against a server: a subagent (examples/subagent.py) and a
+handoff (examples/handoff.py), each built on run() with agent.py unchanged (issue 26). What each
+request carried is checked: the subagent's own conversation and tools, the handoff's system
+prompt and tools.
 
 The shapes follow the two references the issue names: learn-claude-code's s04 subagent (a tool
 whose work is the loop on a fresh messages list, returning only its final text) and openai-agents'
 handoffs (a tool `transfer_to_<agent>`; from the next turn on, that agent's instructions and tools
 on the same conversation: openai-agents-python, src/agents/handoffs.py and docs/handoffs.md)."""
 
-import ast
-from types import SimpleNamespace
+import importlib.util
 
 import pytest
 from conftest import ROOT, events_of
 from scripted_server import call, history_problem, reply
 
 from agent import SYSTEM_PROMPT
-from realworld import transcripts
+from realworld import runs
 
-SUBAGENT, HANDOFF = ROOT / "subagent.py", ROOT / "handoff.py"
-
-
-def constants(path) -> SimpleNamespace:
-    """A program's module-level constants, read without importing it: importing it would add its
-    tool to this process's tools.TOOLS."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return SimpleNamespace(
-        **{
-            node.targets[0].id: ast.literal_eval(node.value)
-            for node in tree.body
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
-        }
-    )
+SUBAGENT, HANDOFF = ROOT / "examples" / "subagent.py", ROOT / "examples" / "handoff.py"
 
 
-subagent, handoff = constants(SUBAGENT), constants(HANDOFF)
+def program(path):
+    """A lesson's program, imported as a module: importing it changes nothing of the agent's."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+subagent, handoff = program(SUBAGENT), program(HANDOFF)
 
 
 def tool_names(server, n: int) -> list[str]:
@@ -85,7 +80,7 @@ def test_the_subagent_gets_a_fresh_conversation_fewer_tools_and_only_its_answer_
         assert history_problem(server.messages(n)) is None
     events = events_of(done.transcript)
     assert {e.get("under") for e in events if e["type"] == "assistant/message"} == {None, "h1"}
-    assert [m["role"] for m in transcripts.rebuild(events)] == [
+    assert [m["role"] for m in runs.conversation(events)] == [
         "system",
         "user",
         "assistant",

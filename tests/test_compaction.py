@@ -15,7 +15,8 @@ from scripted_server import Error, Raw, ScriptedServer, call, reply
 
 import agent as agent_module
 import config
-from realworld import compaction, replies, transcripts
+import tools
+from realworld import compaction, replies, runs, transcripts
 
 RESULT = "r" * 10_000  # what the tool returns each turn: AGENT_MAX_OUTPUT's worth
 
@@ -67,7 +68,7 @@ def session(server, tmp_path, turns: int, monkeypatch, window: int | None, stric
     messages = [{"role": "system", "content": agent_module.SYSTEM_PROMPT}]
     path = tmp_path / "t.jsonl"
     with open(path, "x", encoding="utf-8") as transcript:
-        transcripts.start(None, {"model": "m"}, agent_module.SYSTEM_PROMPT, transcript)
+        transcripts.begin(transcript, agent_module.SYSTEM_PROMPT, tools.TOOLS, **{"model": "m"})
         for n in range(turns):
             outcome = agent_module.run(
                 f"task {n}",
@@ -93,7 +94,7 @@ def test_a_200_turn_session_runs_to_the_end_under_a_small_window(
     compacted = [e for e in events if e["type"] == "context/compacted"]
     assert compacted and any(e["summary"] for e in compacted)
     assert capsys.readouterr().err.count("compacted: about ") == len(compacted)
-    assert transcripts.rebuild(events) == messages  # --resume goes on from the compacted history
+    assert runs.conversation(events) == messages  # --resume goes on from the compacted history
     assert (
         messages[0]["content"] == agent_module.SYSTEM_PROMPT and messages[-2]["content"] == RESULT
     )
@@ -180,7 +181,7 @@ def test_the_servers_own_window_is_learned_and_the_run_goes_on(agent, tmp_path):
         ]
         shown = agent("--show", str(first.transcript)).stdout
         assert "[compacted: about " in shown
-        sent, compacted = len(server.requests), transcripts.rebuild(events_of(first.transcript))
+        sent, compacted = len(server.requests), runs.conversation(events_of(first.transcript))
         third = agent("--resume", str(first.transcript), "task 2")  # from the compacted history
         assert third.returncode == 0 and "maximum context length" not in third.stderr
         resumed = server.requests[sent]["body"]["messages"]
@@ -573,7 +574,7 @@ def test_a_recorded_summary_that_would_end_inside_a_turn_is_not_applied(replaced
     for event in lesson:
         if event["type"] == "context/compacted" and event["summary"]:
             event["summary"]["replaced"] = replaced
-    messages = transcripts.rebuild(lesson)
+    messages = runs.conversation(lesson)
     from scripted_server import history_problem as problem
 
     assert problem(messages) is None
@@ -612,9 +613,9 @@ def test_a_usage_no_server_could_count_is_not_believed(loop, server):
 def test_an_image_counts_as_an_image_not_as_its_data():
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 400_000}}
     messages = [{"role": "user", "content": [{"type": "text", "text": "what is it?"}, image]}]
-    assert compaction.estimate(messages) < 2_000
+    assert replies.estimate(messages) < 2_000
     thinking = [{"role": "assistant", "content": "", "reasoning_content": "r" * 30_000}]
-    assert compaction.estimate(thinking) >= 10_000  # sent back, so counted
+    assert replies.estimate(thinking) >= 10_000  # sent back, so counted
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import forkserver
 import pytest
 from conftest import AGENT, LESSON, ROOT, clean_env, events_of, posix_only, run_offline
 
-from realworld import transcripts
+from realworld import runs
 
 
 def test_the_lesson_replays_end_to_end_without_a_key(tmp_path):
@@ -37,7 +37,7 @@ README_ZH = (ROOT / "README.zh.md").read_text(encoding="utf-8")
 
 
 # The program that replays each lesson (its note says so): a lesson past the loop adds a tool.
-PROGRAMS = {"08": ROOT / "subagent.py", "09": ROOT / "handoff.py"}
+PROGRAMS = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}
 
 
 def replay(tmp_path, lesson, terminal: str | None = None):
@@ -86,7 +86,7 @@ def test_every_lesson_is_in_both_tables_and_says_what_it_teaches():
         first = json.loads(lesson.read_text(encoding="utf-8").splitlines()[0])
         assert f"Lesson {int(number)}:" in first["note"] and "by hand" in first["note"]
         for readme in (README, README_ZH):
-            program = PROGRAMS.get(number, AGENT).name
+            program = PROGRAMS.get(number, AGENT).relative_to(ROOT).as_posix()
             row = rf"^\| {number} \|.*`python {program} --replay examples/{lesson.name}`"
             assert f"python {program} --replay examples/{lesson.name}" in first["note"]
             assert re.search(row, readme, re.M), (
@@ -159,16 +159,17 @@ def test_lesson_08_a_subagent_runs_the_loop_on_a_conversation_of_its_own(tmp_pat
     assert done.returncode == 0 and "passport" in done.stdout
     under = [e for e in events if e.get("under") == "call_helper"]
     assert [e["type"] for e in under] == [
+        "run/start",  # its own system prompt and tools
         "user/message",
         "assistant/message",
         "tool/result",
         "assistant/message",
         "turn/end",
     ]
-    helper_answer = under[3]["message"]["content"]
+    helper_answer = under[4]["message"]["content"]
     [result] = [e for e in events if e["type"] == "tool/result" and e["call_id"] == "call_helper"]
     assert result["content"] == helper_answer  # only its answer comes back
-    conversation = transcripts.rebuild(events)  # the helper's steps are not the caller's
+    conversation = runs.conversation(events)  # the helper's steps are not the caller's
     assert not any(m.get("tool_call_id") == "call_read" for m in conversation)
     assert "  ┌ the helper's own loop:" in done.stderr
     shown = subprocess.run(
@@ -185,7 +186,8 @@ def test_lesson_09_a_handoff_goes_on_with_the_reviewer_on_the_same_conversation(
     assert done.returncode == 0 and "add.py is right" in done.stdout
     kinds = [e["type"] for e in events]
     handoff = kinds.index("agent/handoff")
-    assert events[handoff]["to"] == "reviewer" and events[handoff]["tools"] == ["read_file"]
+    assert events[handoff]["to"] == "reviewer"
+    assert runs.names(events[handoff]["tools"]) == ["read_file"]
     assert results(events)[-1] == ("read_file", "def add(a, b):\n    return a + b\n", True)
     assert (tmp_path / "work" / "add.py").exists()
     assert (
@@ -205,7 +207,7 @@ def test_lesson_10_a_long_conversation_is_compacted_where_the_person_sees_it(tmp
     assert [bool(e["summary"]) for e in compacted] == [True, False]
     assert list(compacted[1]["placeholders"]) == ["call_read"]
     assert done.stderr.count("compacted: about ") == 2
-    conversation = transcripts.rebuild(events)  # what --resume goes on from
+    conversation = runs.conversation(events)  # what --resume goes on from
     assert conversation[1]["content"].startswith("[The conversation before this point was")
     [read] = [m for m in conversation if m.get("tool_call_id") == "call_read"]
     assert read["content"].startswith('[compacted: read_file({"path": "numbers.txt"})')

@@ -25,7 +25,7 @@ from conftest import (
 )
 from scripted_server import Error, reply
 
-from realworld import transcripts
+from realworld import page, transcripts
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 LESSONS = ROOT / "examples"
@@ -89,15 +89,15 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
 # Where each lesson's row in the README puts its breakpoint: (file, the line's text, lines after).
 BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
-    "02": ("agent.py", "result, ok = tools.run_call(", 1),
+    "02": ("agent.py", "result, ok = run_call(", 1),
     "03": ("tools.py", 'consent(args["command"])', 0),
     "04": ("agent.py", "for call in msg.tool_calls", 0),
     "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
     "07": ("agent.py", "msg = resp.choices[0].message", 1),
-    "08": ("subagent.py", "outcome = agent.run(", 0),
-    "09": ("handoff.py", "run.messages[0] = ", 0),
-    "10": ("agent.py", "make_room(messages, client, model, transcript)", 1),
+    "08": ("examples/subagent.py", "outcome = agent.run(", 0),
+    "09": ("examples/handoff.py", "messages[0] = ", 0),
+    "10": ("agent.py", "make_room(messages, client, model, tools, transcript)", 1),
 }
 
 
@@ -189,7 +189,7 @@ def test_a_task_piped_beside_a_replay_is_said_to_be_unread(tmp_path):
 def test_show_of_a_run_that_failed_on_the_api_shows_the_error(loop, server):
     server.add(Error(401, "Invalid API key"))
     failed = loop("go")
-    shown = list(transcripts.shown(failed.events(), "system"))
+    shown = list(page.shown(failed.events(), "system"))
     assert any(
         line.startswith("[turn ended: api_error: the server answered HTTP 401: Invalid API key")
         for line in shown
@@ -226,7 +226,9 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     transcript = tmp_path / "t.jsonl"
     # The last continue ends the program; q leaves the one pdb restarts.
     flags = ("--yes", "--workdir", str(tmp_path / "work"), "--transcript", str(transcript))
-    program = {"08": ROOT / "subagent.py", "09": ROOT / "handoff.py"}.get(lesson, AGENT)
+    program = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}.get(
+        lesson, AGENT
+    )
     done = pdb_replay(
         tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, *flags, program=program
     )

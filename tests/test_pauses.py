@@ -26,7 +26,7 @@ from conftest import (
 )
 from scripted_server import call, history_problem, reply
 
-from realworld import pauses, transcripts
+from realworld import pauses, runs, transcripts
 
 
 def ids_answered(messages) -> list:
@@ -228,7 +228,7 @@ def test_a_pause_is_recorded_so_that_resume_rebuilds_the_open_calls(loop, server
     ran = loop("go", pause=True)
     events = transcripts.read(ran.transcript)
     assert pauses.is_paused(events)
-    assert [c["id"] for c in pauses.open_calls(transcripts.rebuild(events))] == ["c1"]
+    assert [c["id"] for c in pauses.open_calls(runs.conversation(events))] == ["c1"]
     assert json.loads(pauses.last_end(events)["pending"][0]["arguments"]) == {"command": "echo hi"}
 
 
@@ -279,7 +279,7 @@ def test_a_command_killed_while_it_ran_after_its_approval_is_never_run_again(
     assert went_on.returncode == 0
     assert (agent.workdir / "c").read_text() == "C\n"  # run once, not twice
     answer = [m for m in server.messages(1) if m.get("tool_call_id") == "c1"]
-    assert [m["content"] for m in answer] == [transcripts.UNANSWERED]
+    assert [m["content"] for m in answer] == [pauses.UNANSWERED]
 
 
 @posix_only

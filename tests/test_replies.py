@@ -7,7 +7,8 @@ import pytest
 from conftest import events_of
 from scripted_server import Error, Stream, call, reply
 
-from realworld import transcripts
+from realworld import runs
+from realworld.replay import Replay
 
 # Rule 2. Fields that providers need back, as their API references show them: OpenRouter's reasoning
 # and reasoning_details (openrouter.ai docs, "Reasoning tokens": preserving reasoning blocks),
@@ -48,12 +49,12 @@ def test_every_field_the_server_sent_goes_back_unchanged(loop, server, streamed)
 def test_a_resumed_or_replayed_conversation_sends_the_recorded_fields(loop, server, tmp_path):
     server.add(rich_reply(), reply("done"))
     first = loop("go")
-    messages = transcripts.rebuild(first.events())
+    messages = runs.conversation(first.events())
     server.add(reply("again"))
     loop("more", messages=messages)
     # no system prompt in a transcript of run() alone
     assert server.messages(2)[1] == server.messages(1)[2]
-    replay = transcripts.Replay(events_of(first.transcript), tmp_path / "t.jsonl")
+    replay = Replay(events_of(first.transcript), tmp_path / "t.jsonl")
     again = replay.create(model="m", messages=[{"role": "user", "content": "go"}])
     assert again.choices[0].message.model_extra["reasoning_details"] == DETAILS
 

@@ -36,7 +36,9 @@ def sandboxed(monkeypatch):
 
 def run(command: str, workdir: Path) -> str:
     """What the model reads back from one sandboxed run_shell."""
-    result, _ok = tools.run_call("run_shell", json_of(command), workdir, yes=True)
+    result, _ok = tools.run_call(
+        "run_shell", json_of(command), tools.DEFAULT_TOOLS, {"workdir": workdir, "yes": True}
+    )
     return result
 
 

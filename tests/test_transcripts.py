@@ -11,7 +11,8 @@ from conftest import KEY, LESSON, events_of, posix_only, run_offline
 from scripted_server import Error, call, reply
 
 import agent as agent_module
-from realworld import transcripts
+import tools
+from realworld import cli, runs
 
 
 def test_an_existing_transcript_is_never_overwritten(agent, server, tmp_path):
@@ -60,7 +61,7 @@ def test_transcript_rebuilds_the_messages_exactly(agent, server):
         reply("done"),
     )
     result = agent("go")
-    messages = transcripts.rebuild(result.events())  # what --resume starts from
+    messages = runs.conversation(result.events())  # what --resume starts from
     assert json.dumps(messages[:-1]) == json.dumps(server.messages(-1))
     assert messages[-1]["content"] == "done"
 
@@ -125,7 +126,7 @@ def test_resume_continues_the_conversation_and_appends_to_the_transcript(agent, 
     assert sent[-1] == {"role": "user", "content": "what is in a?"}
     events = events_of(first.transcript)
     assert [e["type"] for e in events].count("run/resume") == 1
-    assert json.dumps(transcripts.rebuild(events)[:-1]) == json.dumps(sent)
+    assert json.dumps(runs.conversation(events)[:-1]) == json.dumps(sent)
 
 
 def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):
@@ -354,7 +355,8 @@ def test_an_empty_transcript_replays_as_one_that_ran_out(tmp_path):
 
 def test_a_resumed_transcript_without_a_system_prompt_gets_the_agents_own():
     events = [{"type": "user/message", "content": "hi"}]
-    messages = transcripts.start(events, {}, "the agent's own", None)
+    program = cli.Program(agent_module.run, "the agent's own", tools.DEFAULT_TOOLS, {})
+    messages, _ = cli.resumed(program, events, {}, None)
     assert messages == [
         {"role": "system", "content": "the agent's own"},
         {"role": "user", "content": "hi"},

@@ -42,7 +42,12 @@ def run(command: str, workdir: Path) -> str:
     done = []
     worker = threading.Thread(
         target=lambda: done.append(
-            tools.run_call("run_shell", json.dumps({"command": command}), workdir, yes=True)[0]
+            tools.run_call(
+                "run_shell",
+                json.dumps({"command": command}),
+                tools.DEFAULT_TOOLS,
+                {"workdir": workdir, "yes": True},
+            )[0]
         ),
         daemon=True,
     )
@@ -259,14 +264,14 @@ CODE_PLANTS = {
     "a package that shadows python-dotenv": "dotenv/__init__.py",
     "an __init__ that makes a folder a package": "examples/__init__.py",
     "a sourceless json.pyc": "json.pyc",
-    "a line on top of a module the agent has": "subagent.py",
+    "a line on top of a module the agent has": "realworld/replay.py",
 }
 
 
 def project_copy(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     project.mkdir()
-    for name in ("agent.py", "config.py", "tools.py", "subagent.py"):
+    for name in ("agent.py", "config.py", "tools.py"):
         shutil.copy(ROOT / name, project / name)
     shutil.copytree(ROOT / "realworld", project / "realworld")
     (project / "examples").mkdir()
@@ -345,8 +350,9 @@ def test_write_file_refuses_the_agents_own_code_whatever_its_name(tmp_path, monk
     (project / "playground").mkdir()
     (project / "data").mkdir()
     (project / "examples" / "lesson.txt").write_text("x")
+    arguments = json.dumps({"path": path, "content": "x = 1\n"})
     result, ok = tools.run_call(
-        "write_file", json.dumps({"path": path, "content": "x = 1\n"}), project, yes=False
+        "write_file", arguments, tools.DEFAULT_TOOLS, {"workdir": project, "yes": False}
     )
     assert ok is (path in NOT_CODE), result
     assert (project / path).exists() is (path in NOT_CODE) or path == "config.py"
@@ -362,9 +368,9 @@ def test_write_file_in_the_playground_is_the_persons_when_the_agent_is_above(tmp
     monkeypatch.setattr(config, "HERE", project)
     (project / "playground").mkdir()
     for path, expected in (("add.py", True), ("typing.py", True), ("__init__.py", False)):
-        _result, ok = tools.run_call(
-            "write_file", json.dumps({"path": path, "content": "x"}), project / "playground", False
-        )
+        arguments = json.dumps({"path": path, "content": "x"})
+        given = {"workdir": project / "playground", "yes": False}
+        _result, ok = tools.run_call("write_file", arguments, tools.DEFAULT_TOOLS, given)
         assert ok is expected, path
 
 
@@ -460,7 +466,9 @@ def test_a_folder_without_init_beside_the_agent_is_never_imported(tmp_path, monk
         arguments = json.dumps(
             {"path": path, "content": content.replace("MARKER", repr(str(marker)))}
         )
-        tools.run_call("write_file", arguments, project, yes=False)
+        tools.run_call(
+            "write_file", arguments, tools.DEFAULT_TOOLS, {"workdir": project, "yes": False}
+        )
     assert (project / "_winapi" / "CREATE_NEW_CONSOLE.py").exists()  # written: not code by name
     started = agent_help(project)
     assert started.returncode == 0 and not marker.exists(), started.stderr

@@ -2,55 +2,56 @@
 fresh conversation, with fewer tools and fewer steps. Only the helper's answer comes back, as the
 tool's result: the files it read stay out of the caller's conversation.
 
-    agent ── ask_helper(question) ──► run(question, its own messages)     read_file only,
-      ▲                                  │                                 HELPER_STEPS steps
+    agent ── ask_helper(question) ──► run(question, its own messages,      read_file only,
+      ▲                                   tools=HELPER_TOOLS)               HELPER_STEPS steps
       └── tool message: its answer ◄─────┘ (or why it stopped)
 
-Its steps are recorded in the same transcript, each event marked "under" the id of the call that
-started it: --show indents them, the page nests them, --resume leaves them out of the
-conversation. agent.py is not changed; the default agent keeps its three tools.
+What the helper needs of the caller's run (its client, model, messages, transcript) are the
+keyword-only parameters of ask_helper: tools.run_call() gives a tool what it names. Its steps are
+recorded in the same transcript, each event marked "under" the id of the call that started it,
+from its own system prompt and tools on: --show indents them, the page nests them, --resume leaves
+them out of the conversation. agent.py is not changed; the default agent keeps its three tools.
 
-    python subagent.py "write notes.txt, then ask the helper what it says"   (agent.py's options)
-    python subagent.py --replay examples/lesson-08.jsonl                      (no key)
+    python examples/subagent.py "write notes.txt, then ask the helper about it"   (as agent.py)
+    python examples/subagent.py --replay examples/lesson-08.jsonl                 (no key)
 """
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # where agent.py is
 
 import agent
-import tools
 from realworld import cli, pauses, transcripts
 from realworld.guards import say
+from tools import DEFAULT_TOOLS, Tool, schemas
 
 HELPER_PROMPT = (
     "You answer one question about the files in a folder. Read the files you need; you cannot "
     "change anything. Answer in two or three sentences."
 )
-HELPER_TOOLS = ["read_file"]  # fewer than the caller's: it can look, not write or run
+# fewer than the caller's: it can look, not write or run
+HELPER_TOOLS = [t for t in DEFAULT_TOOLS if t.schema["function"]["name"] == "read_file"]
 HELPER_STEPS = 6
 
 
-def ask_helper(question: str, *, workdir) -> str:
+def ask_helper(question: str, *, workdir, client, model, yes, messages, transcript) -> str:
     """Run the loop on a fresh conversation with HELPER_TOOLS only; its answer is the result."""
-    run = cli.RUN  # what the command line is running: its client, messages and transcript
-    call = pauses.open_calls(run.messages)[0]  # this call: the first one not answered yet
-    messages = [{"role": "system", "content": HELPER_PROMPT}]
-    offered = tools.TOOLS[:]
-    # run() offers the model tools.TOOLS, and tools.run_call() runs only what it offers
-    tools.TOOLS[:] = [t for t in offered if t["function"]["name"] in HELPER_TOOLS]
+    call = pauses.open_calls(messages)[0]  # this call: the caller's first one not answered yet
+    under = transcripts.Nested(transcript, call["id"])
+    own = transcripts.begin(under, HELPER_PROMPT, schemas(HELPER_TOOLS))  # its own conversation
     say("  ┌ the helper's own loop:")
-    try:
-        outcome = agent.run(
-            question,
-            messages,
-            client=run.client,
-            model=run.options.model,
-            max_steps=HELPER_STEPS,
-            workdir=workdir,
-            yes=run.options.yes,
-            transcript=transcripts.Nested(run.transcript, call["id"]),
-        )
-    finally:
-        tools.TOOLS[:] = offered
+    outcome = agent.run(
+        question,
+        own,
+        tools=list(HELPER_TOOLS),
+        client=client,
+        model=model,
+        max_steps=HELPER_STEPS,
+        workdir=workdir,
+        yes=yes,
+        transcript=under,
+    )
     say(f"  └ the helper: {outcome.status}")
     if outcome.status == "answered":
         return outcome.text
@@ -61,7 +62,7 @@ def ask_helper(question: str, *, workdir) -> str:
     return f"the helper stopped without an answer ({outcome.status}): {outcome.text}"
 
 
-tools.TOOLS.append(
+ASK_HELPER = Tool(
     {
         "type": "function",
         "function": {
@@ -77,9 +78,10 @@ tools.TOOLS.append(
                 "required": ["question"],
             },
         },
-    }
+    },
+    ask_helper,
 )
-tools.TOOL_MAP["ask_helper"] = ask_helper
+OFFERED = [*DEFAULT_TOOLS, ASK_HELPER]  # what this program's agent offers: the three, and one more
 
 if __name__ == "__main__":
-    sys.exit(cli.main())
+    sys.exit(cli.main(agent.run, agent.SYSTEM_PROMPT, OFFERED))

@@ -1,0 +1,140 @@
+"""--replay: a stand-in for the OpenAI client that answers with a transcript's recorded replies.
+
+Each reply is the one the server sent (the client repairs it again, as it did) and is built as the
+SDK builds a live one, so resp, msg and msg.tool_calls look as in a live run. Before each reply,
+the request the run makes now is held against the request the transcript records at that point
+(realworld/runs.py): a recorded reply that follows other tool results may say what no tool said,
+so the person is told at that step, and diverged lists each result that differed.
+"""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from realworld import replies, runs, transcripts
+from realworld.guards import say, shorten
+
+
+class ReplayEnded(replies.RequestFailed):
+    """The run asked for more replies than the transcript recorded."""
+
+    status = "replay_ended"
+
+
+class Replay:
+    """client.chat.completions.create(...) answered from a transcript (see above)."""
+
+    def __init__(self, events: list[dict], path: Path):
+        self.events, self.base_url, self.diverged = events, f"replay of {path}", []
+        self.replaying = True  # the Client shows no server time for a recorded reply
+        self.requests, self.served = runs.requests(events), 0
+        # each recorded reply's request, by the message it became: the step a result answers
+        self.asked = {id(r.reply["message"]): r for r in self.requests}
+        # the window the run was recorded with, so that it compacts where the recording did
+        start = next((e for e in events if e["type"] == "run/start"), {})
+        size = start.get("context_window")
+        self.window = size if isinstance(size, int) and size >= 256 else None
+        # where the recorded run was refused as too long, the replay is refused too, so that it
+        # compacts and goes on as the recording did
+        self.refusals, self.refused = refusals(events), set()
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+    def create(self, model: str, messages: list[dict], **request):
+        if self.served in self.refusals and self.served not in self.refused:
+            self.refused.add(self.served)
+            raise replies.ContextFull(*self.refusals[self.served])
+        # The replies are given in the order they were recorded, whichever conversation asks:
+        # a helper's steps were recorded between its caller's.
+        step, self.served = self.served, self.served + 1
+        if step >= len(self.requests):
+            raise ReplayEnded(
+                "the transcript has no more recorded replies; this run needs more steps than "
+                "were recorded"
+            )
+        recorded = self.requests[step]
+        self.compare(recorded, messages)
+        event = recorded.reply
+        sent = event.get("sent") if isinstance(event.get("sent"), dict) else event["message"]
+        return replies.completion(sent, event.get("finish_reason"), event.get("usage"), model)
+
+    def compare(self, recorded: runs.Request, messages: list[dict]) -> None:
+        """Say which tool results this request sends that differ from those the recorded one
+        sent, and keep them in diverged."""
+        reply, before = last_results(recorded.messages)
+        _, now = last_results(messages)
+        # the step of the reply whose calls these results answer, as the terminal numbered it
+        step = self.asked[id(reply)].step if id(reply) in self.asked else recorded.step
+        for (name, message), (_, live) in zip(before, now, strict=False):
+            if live["content"] != message["content"]:
+                shown = (
+                    f"recorded: {shorten(message['content'], 80)!r}, "
+                    f"now {shorten(live['content'], 80)!r}"
+                )
+                say(f"replay: step {step}: {name} gave another result than {shown}")
+                self.diverged.append(
+                    {
+                        "step": step,
+                        "call_id": message["tool_call_id"],
+                        "recorded": message["content"],
+                        "now": live["content"],
+                    }
+                )
+
+    def report(self, transcript) -> None:
+        """At the end: record each result that differed, and say after which step the replies
+        no longer fit."""
+        for divergence in self.diverged:
+            transcripts.record(transcript, "replay/diverged", **divergence)
+        if self.diverged:
+            step = self.diverged[0]["step"]
+            say(
+                f"replay: the recorded replies after step {step} were written for other "
+                "tool results"
+            )
+
+    def other_tools(self, offered: list[str]) -> list[str]:
+        """The tools the recorded replies call that are not among offered, this program's (a
+        lesson made with examples/subagent.py, replayed by agent.py)."""
+        called = [
+            call["function"]["name"]
+            for request in self.requests
+            for call in request.reply["message"].get("tool_calls") or []
+        ]
+        return sorted({name for name in called if name not in offered})
+
+    def other_task(self, task: str) -> str:
+        """The recorded task, shortened, if it is not task ("" if it is): the recorded replies
+        answer that one."""
+        recorded_one = runs.recorded_task(self.events)
+        return "" if task == recorded_one else shorten(recorded_one, 100)
+
+
+def last_results(messages: list[dict]) -> tuple[dict | None, list[tuple[str, dict]]]:
+    """A request's last reply, and the tool messages after it, each with the name of the tool it
+    answers."""
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
+    if last is None:
+        return None, []
+    calls = {c.get("id"): c["function"]["name"] for c in messages[last].get("tool_calls") or []}
+    results = [
+        (calls.get(m.get("tool_call_id"), "?"), m)
+        for m in messages[last + 1 :]
+        if m["role"] == "tool"
+    ]
+    return messages[last], results
+
+
+def refusals(events: list[dict]) -> dict:
+    """{the number of replies recorded before it: (its words, the window it named)} for each
+    request the recorded run had refused as longer than the context window."""
+    found, served, last = {}, 0, None
+    for event in events:
+        if event["type"] == "assistant/message":
+            served += 1
+        elif event["type"] == "turn/end" and event.get("status") == "context_full":
+            last = served
+            found[served] = (str(event.get("error") or "the context window is full"), None)
+        elif (
+            event["type"] == "context/window" and last in found and type(event.get("window")) is int
+        ):
+            found[last] = (found[last][0], event["window"])
+    return found

@@ -1,0 +1,170 @@
+"""A run read the one way the loop ran it: what each request sent, from the run's transcript.
+
+transcripts.py writes a run's events as they happen. walk() below reads them once, in their order,
+as the loop went: each conversation (the run's own; a helper's, under the call that started it; a
+summary's, under its compaction) with the messages and the tools it held before each request. The
+reply is the message as the client made it (a recovered call keeps the id its result carries), a
+compaction replaces what it replaced from the next request on, a handoff's system prompt and tools
+too, and a step is numbered as the terminal numbers it: from 1 at each run() (a task, a going on
+after a pause or a refusal).
+
+Every view of a run reads it here: --resume goes on from conversation(), --show and the page show
+requests(), a replay compares the results it gets with those recorded (realworld/replay.py), the
+pauses read what waits (realworld/pauses.py).
+"""
+
+from pathlib import Path
+from typing import NamedTuple
+
+from realworld import compaction, transcripts
+from realworld.guards import visible
+
+
+class Request(NamedTuple):
+    """One request the loop sent. under: its conversation (None: the run's own; else the id it
+    ran under: a helper's call, or compaction-… for a summary). step: its number as the terminal
+    printed it. messages: what it sent, in order. tools: the tools it offered, as the model saw
+    them (None where the transcript does not say). reply: the assistant/message event that
+    answered it. results: the tool/result events recorded for the reply's calls."""
+
+    under: str | None
+    step: int
+    sent: list[dict]  # the conversation's list; this request sent its first count messages
+    count: int
+    tools: list[dict] | None
+    reply: dict
+    results: list[dict]
+
+    @property
+    def messages(self) -> list[dict]:
+        return self.sent[: self.count]
+
+
+class Conversation:
+    """One conversation as walk() has read it so far: its messages (a new list where one was
+    replaced: what an earlier request sent stays as it was), the tools it offers, its step."""
+
+    def __init__(self):
+        self.messages, self.tools, self.step, self.last = [], None, 0, None
+
+
+def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversation]]:
+    """Every request a transcript records, in the order they were sent, and each conversation as
+    it stood at the end (by its under, None the run's own)."""
+    requests, conversations = [], {}
+    for event in events:
+        under = event.get("under")
+        here = conversations.setdefault(under, Conversation())
+        kind = event["type"]
+        if kind == "run/start" and (under is not None or not here.messages):
+            # a helper's run starts its own conversation; the run's own starts once
+            here.messages = [{"role": "system", "content": event["system_prompt"]}]
+            here.tools, here.step = offered(event.get("tools")), 0
+        elif kind in ("run/resume", "agent/handoff"):
+            here.messages = with_system_prompt(here.messages, event.get("system_prompt"))
+            here.tools = offered(event.get("tools"), here.tools)
+        elif kind == "user/message":
+            here.messages.append({"role": "user", "content": event["content"]})
+        elif kind == "assistant/message":
+            here.step += 1
+            here.last = Request(
+                under, here.step, here.messages, len(here.messages), here.tools, event, []
+            )
+            requests.append(here.last)
+            here.messages.append(event["message"])
+        elif kind == "tool/result":
+            message = {
+                "role": "tool",
+                "tool_call_id": event["call_id"],
+                "content": event["content"],
+            }
+            here.messages.append(message)
+            if here.last is not None:
+                here.last.results.append(event)
+        elif kind == "context/compacted":
+            here.messages = compaction.applied(here.messages, event)
+        elif kind == "turn/end":  # run() ended: the next one numbers its steps from 1
+            here.step = 0
+    return requests, conversations
+
+
+def requests(events: list[dict]) -> list[Request]:
+    """What each request of a run sent, in order (walk())."""
+    return walk(events)[0]
+
+
+def conversation(events: list[dict]) -> list[dict]:
+    """The run's own conversation as it stands at the end of its transcript: what a --resume goes
+    on from (its messages are copies: going on changes none of the events)."""
+    here = walk(events)[1].get(None)
+    return [dict(m) for m in here.messages] if here else []
+
+
+def offered_at_end(events: list[dict]) -> list[dict] | None:
+    """The tools the run's own conversation offered last (after a handoff, the handoff's), as
+    the model saw them; None where the transcript does not say."""
+    here = walk(events)[1].get(None)
+    return here.tools if here else None
+
+
+def offered(tools, before=None) -> list[dict] | None:
+    """The tools an event records as offered: their schemas; before where it records none. An
+    old transcript's list of names gives each name alone."""
+    if not isinstance(tools, list):
+        return before
+    return [
+        t if isinstance(t, dict) else {"type": "function", "function": {"name": str(t)}}
+        for t in tools
+    ]
+
+
+def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
+    """messages with prompt as their system prompt, a new list (messages itself where prompt is
+    none)."""
+    if not isinstance(prompt, str):
+        return messages
+    system = {"role": "system", "content": prompt}
+    rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
+    return [system, *rest]
+
+
+def names(tools: list[dict] | None) -> list[str]:
+    """The names of the tools a request offered."""
+    return [str((t.get("function") or {}).get("name")) for t in tools or []]
+
+
+def read(path: Path) -> list[dict]:
+    """The events of a transcript file (transcripts.read()), refused with ValueError where the
+    conversation they make repeats a call id."""
+    events = transcripts.read(path)
+    if repeated := repeated_id(events):
+        raise ValueError(f"{path}: {repeated}")
+    return events
+
+
+def repeated_id(events: list[dict]) -> str | None:
+    """What repeats a call id in the run's own conversation, or None: two calls with one id (an
+    approval of one would approve both), or two results for one call."""
+    called, answered = set(), set()
+    for message in conversation(events):
+        if message["role"] == "tool":
+            if message["tool_call_id"] in answered:
+                shown = visible(message["tool_call_id"])
+                return f"two results answer the call id '{shown}': refused"
+            answered.add(message["tool_call_id"])
+        for call in message.get("tool_calls") or []:
+            if call["id"] in called:
+                shown = visible(call["id"])
+                return f"two calls have the id '{shown}': a transcript that repeats it is refused"
+            called.add(call["id"])
+    return None
+
+
+def recorded_tasks(events: list[dict]) -> list[str]:
+    """Every task a transcript records, in order (not a helper's)."""
+    return [e["content"] for e in events if e["type"] == "user/message" and "under" not in e]
+
+
+def recorded_task(events: list[dict]) -> str:
+    """The first task a transcript records."""
+    return next(iter(recorded_tasks(events)), "")
