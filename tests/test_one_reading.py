@@ -1,0 +1,243 @@
+"""One reading of a run (realworld/runs.py), held against what the loop sent (issue 33).
+
+Each run below goes to the scripted server, which records every request it got. What runs.walk()
+reads from the run's transcript must be those requests: the same messages, in the same order, with
+the same tools. So must every view of it: --show's step lines, the page's counts and lists, the
+replay's comparison of results, and a --resume, which goes on from the reading. Each lesson is
+run so too, its recorded replies served one by one: the reading of the lesson file itself must
+give the requests the loop sends, or its page would show a conversation the loop never sent.
+"""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_offline
+from scripted_server import Error, call, history_problem, reply
+
+from agent import SYSTEM_PROMPT
+from realworld import page, runs, transcripts
+
+LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
+PROGRAMS = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}
+# What a person types where a lesson needs it (03: its [y/N] answers); the others run with --yes.
+TYPED = {"03": "n no installs, plain Python is enough\ny\n"}
+
+
+def sent_by_server(server) -> list[tuple[list, list]]:
+    """(messages, tools) of each request the server got, in order."""
+    return [[r["body"]["messages"], r["body"].get("tools", [])] for r in server.requests]
+
+
+def read(events: list[dict]) -> list[tuple[list, list]]:
+    """(messages, tools) of each request the reading says was sent, as JSON would carry them."""
+    return [json.loads(json.dumps((r.messages, r.tools or []))) for r in runs.requests(events)]
+
+
+def named_in_order(requests: list[tuple[list, list]]) -> list:
+    """requests with every call id named by the order it first appears in: a call recovered from
+    text gets a new id at each run (lesson 07)."""
+    ids = {}
+    for messages, _ in requests:
+        for message in messages:
+            for made in message.get("tool_calls") or []:
+                made["id"] = ids.setdefault(made["id"], f"id-{len(ids)}")
+            if "tool_call_id" in message:
+                message["tool_call_id"] = ids.setdefault(message["tool_call_id"], f"id-{len(ids)}")
+    return requests
+
+
+def served(lesson) -> list[dict]:
+    """A lesson's recorded replies as the server sent them, in the order they were recorded."""
+    bodies = []
+    for event in transcripts.read(lesson):
+        if event["type"] != "assistant/message":
+            continue
+        sent = event.get("sent") or event["message"]
+        fields = {k: v for k, v in sent.items() if k not in ("role", "content", "tool_calls")}
+        bodies.append(
+            reply(
+                sent.get("content"),
+                sent.get("tool_calls"),
+                event.get("finish_reason"),
+                event.get("usage"),
+                **fields,
+            )
+        )
+    return bodies
+
+
+def views_hold(path, server) -> None:
+    """Every view of the transcript at path says what the server got."""
+    events = events_of(path)
+    got = sent_by_server(server)
+    assert read(events) == got  # the reading: messages, order, counts, tools
+    for messages, _ in got:
+        assert history_problem(messages) is None
+    every = runs.requests(events)
+    # --show: before each reply, its step and the size of its request
+    shown = subprocess.run(
+        [sys.executable, str(AGENT), "--show", str(path)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    lines = re.findall(r"\[step (\d+): the request sent (\d+) messages?\]", shown)
+    assert [(int(s), int(n)) for s, n in lines] == [(r.step, r.count) for r in every]
+    # the page: each of the run's own requests with its count, and the list it sent
+    html = page.page(events, SYSTEM_PROMPT)
+    own = [(m, t) for (m, t), r in zip(got, every, strict=True) if r.under is None]
+    counts = re.findall(r"class=step id=step-\d+ data-v=(\d+) data-count=(\d+)", html)
+    assert [int(n) for _, n in counts] == [len(m) for m, _ in own]
+    helpers = [r for r in every if r.under is not None]
+    assert html.count("class=substep") == len(helpers)
+
+
+@posix_only
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_each_lessons_requests_are_what_the_loop_sends_and_every_view_says_so(
+    agent, server, lesson
+):
+    number = lesson.stem.split("-")[1]
+    events = transcripts.read(lesson)
+    start = events[0]
+    tasks = runs.recorded_tasks(events)
+    server.add(*served(lesson))
+    env = clean_env(AGENT_API_KEY=KEY)
+    if start.get("context_window"):  # lesson 10: as AGENT_CONTEXT_WINDOW=1000 would set it
+        env["AGENT_CONTEXT_WINDOW"] = str(start["context_window"])
+    program = PROGRAMS.get(number, AGENT)
+    if len(tasks) > 1:  # typed at the > prompt, one after another
+        done = agent("--yes", terminal="\n".join(tasks) + "\nexit\n", env=env, program=program)
+    elif number in TYPED:
+        done = agent(tasks[0], terminal=TYPED[number], env=env, program=program)
+    else:
+        done = agent("--yes", tasks[0], env=env, program=program)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(server.requests) == len(served(lesson)), done.stderr
+    views_hold(done.transcript, server)
+    # the lesson file read the same way gives the same requests: its page is the loop's
+    assert named_in_order(read(events)) == named_in_order(sent_by_server(server))
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_a_lessons_replay_sends_what_the_lesson_says_was_sent(tmp_path, lesson):
+    number = lesson.stem.split("-")[1]
+    transcript = tmp_path / "t.jsonl"
+    flags = ["--replay", str(lesson), "--transcript", str(transcript)]
+    program = PROGRAMS.get(number, AGENT)
+    if number in TYPED:
+        done = run_offline(tmp_path, *flags, terminal=TYPED[number], program=program)
+    else:
+        done = run_offline(tmp_path, *flags, "--yes", program=program)
+    assert "replay:" not in done.stderr, done.stderr  # no result differed
+    replayed = named_in_order(read(events_of(transcript)))
+    assert replayed == named_in_order(read(transcripts.read(lesson)))
+
+
+# --- Scripted runs: a repair, a refusal and its compaction, a handoff across tasks and a resume,
+# a helper's own tool written as text --------------------------------------------------------
+
+
+@posix_only
+def test_a_refused_request_compacted_and_sent_again_reads_as_it_was_sent(agent, server):
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r1")]),
+        reply("It holds many x."),
+        Error(400, "This model's maximum context length is 2048 tokens", times=1),
+        reply("The user asked what big.txt holds: many x."),  # the summary
+        reply("Still many x."),
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "big.txt").write_text("x" * 5_000)
+    done = agent("--yes", terminal="what is in big.txt?\nand now?\nexit\n")
+    assert done.returncode == 0, done.stderr
+    # the refused request got no reply: it is in no view, but the server got it
+    refused = server.requests.pop(2)
+    assert history_problem(refused["body"]["messages"]) is None
+    views_hold(done.transcript, server)
+    [summary] = [r for r in runs.requests(events_of(done.transcript)) if r.under]
+    assert [m["role"] for m in summary.messages] == ["system", "user"] and summary.tools == []
+    assert [r.step for r in runs.requests(events_of(done.transcript))] == [1, 2, 1, 1]
+
+
+def test_a_recovered_call_reads_with_the_id_its_result_carries(agent, server):
+    text = '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "A"}}'
+    server.add(reply(text + "</tool_call>"), reply("done"))
+    done = agent("--yes", "write a.txt")
+    assert done.returncode == 0 and (agent.workdir / "a.txt").read_text() == "A"
+    views_hold(done.transcript, server)
+    first = next(e for e in events_of(done.transcript) if e["type"] == "assistant/message")
+    assert first["sent"]["content"] == text + "</tool_call>"  # kept for a replay to repair again
+    [result] = [e for e in events_of(done.transcript) if e["type"] == "tool/result"]
+    assert first["message"]["tool_calls"][0]["id"] == result["call_id"]
+
+
+@posix_only
+def test_a_handoff_lasts_through_the_next_task_and_a_resume(agent, server):
+    handoff = ROOT / "examples" / "handoff.py"
+    reviewer_tools = ["read_file"]
+    server.add(
+        reply(tool_calls=[call("transfer_to_reviewer", {}, "t1")]),
+        reply("Handed over."),
+        reply("Still the reviewer."),  # the next task at the prompt
+    )
+    first = agent("--yes", terminal="review it\nand again\nexit\n", program=handoff)
+    assert first.returncode == 0, first.stderr
+    names = [[t["function"]["name"] for t in tools] for _, tools in sent_by_server(server)]
+    assert names[1] == names[2] == reviewer_tools
+    server.add(reply("The reviewer, resumed."))
+    resumed = agent("--resume", str(first.transcript), "--yes", "once more", program=handoff)
+    assert resumed.returncode == 0, resumed.stderr
+    messages, tools = sent_by_server(server)[-1]
+    assert [t["function"]["name"] for t in tools] == reviewer_tools
+    assert messages[0]["content"].startswith("You review code")
+    views_hold(first.transcript, server)  # the resume appended to the same transcript
+
+
+@posix_only
+def test_a_resume_with_a_program_that_lacks_the_agent_handed_to_goes_on_with_its_own(agent, server):
+    server.add(reply(tool_calls=[call("transfer_to_reviewer", {}, "t1")]), reply("Handed over."))
+    first = agent("--yes", "review it", program=ROOT / "examples" / "handoff.py")
+    server.add(reply("The agent's own, resumed."))
+    resumed = agent("--resume", str(first.transcript), "--yes", "go on")
+    assert resumed.returncode == 0
+    assert "which this program does not have" in resumed.stderr
+    messages, tools = sent_by_server(server)[-1]
+    assert messages[0]["content"] == SYSTEM_PROMPT
+    assert [t["function"]["name"] for t in tools] == ["read_file", "write_file", "run_shell"]
+    views_hold(first.transcript, server)
+
+
+def test_a_programs_own_tool_written_as_text_is_recovered_and_run(agent, server):
+    # The recovery reads the tools the request offered: ask_helper is one of them here.
+    text = '<tool_call>{"name": "ask_helper", "arguments": {"question": "what is in a.txt?"}}'
+    server.add(
+        reply(text + "</tool_call>"),
+        reply(tool_calls=[call("read_file", {"path": "a.txt"}, "r1")]),
+        reply("It says A."),
+        reply("The helper says a.txt says A."),
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "a.txt").write_text("A")
+    done = agent("--yes", "ask the helper", program=ROOT / "examples" / "subagent.py")
+    assert done.returncode == 0 and done.stdout == "The helper says a.txt says A.\n"
+    views_hold(done.transcript, server)
+    helper = server.requests[1]["body"]
+    assert helper["messages"][0]["content"].startswith("You answer one question")
+
+
+@posix_only
+def test_going_on_after_a_pause_numbers_its_steps_from_one_as_the_terminal_does(agent, server):
+    server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi"}, "c1")]))
+    paused = agent("say hi")
+    assert paused.returncode == 4
+    server.add(reply("said hi"))
+    went = agent("--resume", str(paused.transcript), "--approve")
+    assert went.returncode == 0, went.stderr
+    assert "step 1:" in went.stderr
+    views_hold(paused.transcript, server)
+    assert [r.step for r in runs.requests(events_of(paused.transcript))] == [1, 1]
