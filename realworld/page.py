@@ -61,7 +61,10 @@ function showStep(n) {
     }
   }
 }
-slider.max = steps.length + 1; slider.value = steps.length + 1; showStep(steps.length + 1);
+// page.html#request-3 opens at the messages request 3 sent; else at those after the run
+const asked = Number((location.hash.match(/^#request-(\\d+)$/) || [])[1]);
+const first = asked >= 1 && asked <= steps.length ? asked : steps.length + 1;
+slider.max = steps.length + 1; slider.value = first; showStep(first);
 slider.addEventListener("input", () => showStep(Number(slider.value)));
 document.getElementById("filter").addEventListener("input", (e) => {
   const word = e.target.value.toLowerCase();

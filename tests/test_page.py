@@ -38,8 +38,8 @@ def browser():
     return CHROMIUM
 
 
-def dom(path, tmp_path) -> str:
-    """The page's DOM after its scripts ran, as headless Chromium dumps it."""
+def dom(path, tmp_path, at: str = "") -> str:
+    """The page's DOM after its scripts ran, as headless Chromium dumps it; at: a #fragment."""
     done = subprocess.run(
         [
             browser(),
@@ -48,7 +48,7 @@ def dom(path, tmp_path) -> str:
             "--disable-gpu",
             f"--user-data-dir={tmp_path / 'profile'}",
             "--dump-dom",
-            path.as_uri(),
+            path.as_uri() + at,
         ],
         capture_output=True,
         text=True,
@@ -300,3 +300,22 @@ def test_a_long_run_is_written_in_linear_time():
     started = time.process_time()
     page.page(events, SYSTEM_PROMPT)
     assert time.process_time() - started < 10  # a bound that protects the machine: about 1 s
+
+
+@pytest.mark.parametrize("lesson", [LESSONS[-1], LESSONS[7]], ids=lambda p: p.stem)
+def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson):
+    # Lesson 10 compacts twice and lesson 08 nests a helper: at each of the run's own requests the
+    # list shown is the one it sent (realworld/runs.py), in its order, none more (issue 33).
+    events = transcripts.read(lesson)
+    own = [r for r in runs.requests(events) if r.under is None]
+    out = written(tmp_path, lesson)
+    for number, request in enumerate(own, 1):
+        shown = dom(out, tmp_path, f"#request-{number}")
+        assert f"request {number} (step {request.step}): {request.count} messages" in shown
+        lists = shown.split('<div class="version')[1:]
+        [visible_list] = [body for body in lists if not body.startswith(" hidden")]
+        listed = r'<div class="msg( new)?( hidden)?" data-i="\d+" data-first="\d+">'
+        roles = re.findall(listed + r'<span class="role">(\w+)</span>', visible_list)
+        assert [role for _, hidden, role in roles if not hidden] == [
+            m["role"] for m in request.messages
+        ]
