@@ -119,6 +119,15 @@ def test_each_lessons_requests_are_what_the_loop_sends_and_every_view_says_so(
     assert "Traceback" not in done.stderr, done.stderr
     assert len(server.requests) == len(served(lesson)), done.stderr
     views_hold(done.transcript, server)
+    live = runs.requests(events_of(done.transcript))
+    # the steps the terminal printed (a summary's request prints none), and its total, which the
+    # page's header says too: a helper's and a summary's requests counted
+    printed = [int(n) for n in re.findall(r"^(?:> )*step (\d+): ", done.stderr, re.M)]
+    assert printed == [r.step for r in live if not str(r.under).startswith("compaction-")]
+    [total] = re.findall(r"^(?:> )*total: (.*)$", done.stderr, re.M)
+    assert f"; {total}</p>" in page.page(events_of(done.transcript), SYSTEM_PROMPT)
+    for summary in (r for r in live if str(r.under).startswith("compaction-")):
+        assert summary.reply.get("usage") and summary.reply.get("finish_reason") == "stop"
     # the lesson file read the same way gives the same requests: its page is the loop's
     assert named_in_order(read(events)) == named_in_order(sent_by_server(server))
 
