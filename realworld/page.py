@@ -146,9 +146,8 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
     parts = [f"<h1>mini-agent: {escape(runs.recorded_task(events) or 'a transcript')}</h1>"]
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
-        f", working in {escape(start.get('workspace', '?'))}; {plural(len(own), 'request')} of "
-        f"its own"
-        + (f" and {others} of its helpers and summaries" if others else "")
+        f", working in {escape(start.get('workspace', '?'))}; {plural(len(own), 'request')}"
+        + (f" of its own and {others} of its helpers and summaries" if others else "")
         + f"; {escape(replies.describe_tokens(replies.total_tokens(used)))}</p>"
     )
     if start.get("note"):
@@ -480,8 +479,8 @@ def chart(requests: list[Request]) -> str:
         f"viewBox='0 0 {width} {height}' width={width} height={height}>"
         + "".join(shapes)
         + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
-        "tokens</title></polyline></svg><p class=meta>Each bar is one request (a helper's and a "
-        "summary's too): <span class=cached>"
+        "tokens</title></polyline></svg><p class=meta>Each bar is one request, in the order sent "
+        "(a helper's and a summary's among them): <span class=cached>"
         "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
         "<span class=completion>completion tokens</span>"
         + ("; the line is the running total" if len(steps) > 1 else "")
