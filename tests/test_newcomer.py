@@ -247,3 +247,39 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     assert seen and seen == appended == answered, done.stdout[-2000:]
     if lesson == "07":  # recovered from DSML text: an id of the agent's own
         assert len(seen[0]) == 1 and seen[0][0].startswith("call_") and seen[1:] == [[]]
+
+
+# What the rows of lessons 08 and 09 say pdb shows, typed as they say it (issue 33): the break
+# command as written, the values compared.
+BY_VALUE = {
+    "08": (
+        "subagent.py",
+        "p len(own), [m['role'] for m in own]\np messages[-1]['tool_calls'][0]['function']['name']"
+        "\nw\n",
+        ["(1, ['system'])", "'ask_helper'", "agent.py("],
+    ),
+    "09": (
+        "handoff.py",
+        "p messages[0]['content'][:16]\nn\np messages[0]['content'][:16]\nn\n"
+        "p [t.schema['function']['name'] for t in tools]\n",
+        ["'You are a carefu'", "'You review code '", "['read_file']"],
+    ),
+}
+
+
+@posix_only
+@pytest.mark.parametrize("lesson", sorted(BY_VALUE))
+def test_a_lesson_programs_breakpoint_shows_what_its_row_says(tmp_path, lesson):
+    name, typed, shown = BY_VALUE[lesson]
+    row = next(line for line in README.splitlines() if line.startswith(f"| {lesson} |"))
+    number = int(re.search(rf"`break {name}:(\d+)`", row).group(1))
+    assert f"`break {name}:{number}`" in (ROOT / "README.zh.md").read_text(encoding="utf-8")
+    commands = f"break {name}:{number}\ncontinue\n{typed}q\n"
+    flags = ("--yes", "--workdir", str(tmp_path / "work"), "--transcript", str(tmp_path / "t"))
+    program = ROOT / "examples" / name
+    done = pdb_replay(
+        tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, *flags, program=program
+    )
+    assert f"{name}({number})" in done.stdout, done.stdout[-1500:]
+    for value in shown:
+        assert value in done.stdout, done.stdout[-1500:]
