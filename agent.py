@@ -78,7 +78,7 @@ def run(
     workdir = workdir or config.WORKDIR
     tools = list(DEFAULT_TOOLS) if tools is None else tools
     if messages is None:
-        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+        messages = start(transcript, tools)
     # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
     given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
     given |= {"messages": messages, "tools": tools, "transcript": transcript}
@@ -89,8 +89,8 @@ def run(
         if task is not None:
             add(messages, {"role": "user", "content": task}, transcript)
         for step in range(1, max_steps + 1):
-            make_room(messages, client, model, tools, transcript)  # a long conversation: lesson 10
             offered = [tool.schema for tool in tools]  # what the model is shown: TOOLS by default
+            make_room(messages, client, model, offered, transcript)  # a long one: lesson 10
             resp = client.chat.completions.create(model=model, messages=messages, tools=offered)
             msg = resp.choices[0].message
             finish_reason = resp.choices[0].finish_reason
@@ -134,10 +134,17 @@ STOP_REASONS = {
 }
 
 
-def make_room(messages: list[dict], client, model: str, tools: list, transcript) -> None:
-    """Before a request: if the conversation would not fit the model's context window, compact it
-    (realworld/compaction.py): old tool results first, then a summary of the earliest turns."""
-    size, offered = compaction.window(model, client), [tool.schema for tool in tools]
+def start(transcript, tools: list) -> list[dict]:
+    """A new conversation: the system prompt alone, its start recorded (the system prompt and the
+    tools offered), as the command line records one."""
+    return transcripts.begin(transcript, SYSTEM_PROMPT, [tool.schema for tool in tools])
+
+
+def make_room(messages: list[dict], client, model: str, offered: list[dict], transcript) -> None:
+    """Before a request that offers the tools offered: if the conversation would not fit the
+    model's context window, compact it (realworld/compaction.py): old tool results first, then a
+    summary of the earliest turns."""
+    size = compaction.window(model, client)
     if compaction.too_big(messages, offered, client, size):
         compaction.compact(messages, client, model, offered, transcript)
 

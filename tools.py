@@ -80,16 +80,22 @@ def read_file(path: str, *, workdir: Path) -> str:
 
 def write_file(path: str, content: str, *, workdir: Path) -> str:
     """Write content to a file in the workspace, replacing it whole."""
-    if isinstance(content, (dict, list)):  # a small model's way of writing a JSON file
-        content = json.dumps(content, indent=2, ensure_ascii=False)
-    if not isinstance(content, str):
-        raise ToolError(f"content must be a string, not {type(content).__name__}")
-    target = resolve(path, workdir)
+    text, target = as_text(content), resolve(path, workdir)
     refuse_protected(path, target, workdir)  # configuration, the agent's code: docs/safety.md
     # a new file beside the old one, renamed over it once whole, with the old one's owner and rights
     with replacing(path, target, workdir) as f:
-        f.write(content)
-    return f"wrote {len(content)} characters to {path}"
+        f.write(text)
+    return f"wrote {len(text)} characters to {path}"
+
+
+def as_text(content) -> str:
+    """What write_file writes: content, or a JSON file a small model sent as an object or a list;
+    ToolError for anything else."""
+    if isinstance(content, (dict, list)):
+        return json.dumps(content, indent=2, ensure_ascii=False)
+    if not isinstance(content, str):
+        raise ToolError(f"content must be a string, not {type(content).__name__}")
+    return content
 
 
 def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> str:
@@ -160,9 +166,9 @@ class Tool(NamedTuple):
     function: Callable[..., str]
 
 
-# What a run offers when it is given nothing else: the three tools above. A list of its own each
-# time (list(DEFAULT_TOOLS)): a handoff changes the list its run offers (lesson 09).
-DEFAULT_TOOLS = [Tool(schema, TOOL_MAP[schema["function"]["name"]]) for schema in TOOLS]
+# What a run offers when it is given nothing else: the three tools above. A tuple, which nothing
+# changes: a run offers a list of its own (list(DEFAULT_TOOLS)), which a handoff may change.
+DEFAULT_TOOLS = tuple(Tool(schema, TOOL_MAP[schema["function"]["name"]]) for schema in TOOLS)
 
 
 def schemas(tools: list[Tool]) -> list[dict]:
@@ -196,7 +202,8 @@ def run_call(
             # the person says yes or no at the terminal; no raises ToolError
             consent(args["command"])
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
-        result, ok = tool_map[name](**args, **taken_by(tool_map[name], given)), True
+        kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
+        result, ok = tool_map[name](**args, **kwargs), True
     except ToolError as e:
         result, ok = f"error: {e}", False
     except Exception as e:  # a bug or an OS error in a tool is news for the model, not a crash

@@ -22,19 +22,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # where agent.p
 
 import agent
 from realworld import cli, transcripts
-from tools import DEFAULT_TOOLS, Tool, schemas
+from tools import DEFAULT_TOOLS, Tool, ToolError, schemas
 
 REVIEWER_PROMPT = (
     "You review code in a folder on the user's computer. Read the files you need, then say in a "
     "few sentences what is right, what is wrong and what is missing. You do not change files."
 )
-REVIEWER_TOOLS = [t for t in DEFAULT_TOOLS if t.schema["function"]["name"] == "read_file"]
+REVIEWER_TOOLS = tuple(t for t in DEFAULT_TOOLS if t.schema["function"]["name"] == "read_file")
 
 
 def transfer_to_reviewer(*, messages, tools, transcript) -> str:
-    """Hand the conversation to the reviewer: its system prompt and tools from the next request."""
+    """Hand the conversation to the reviewer: its system prompt and tools from this call on."""
+    if not isinstance(tools, list):  # a module's tuple (OFFERED): never changed
+        raise ToolError("this run offers no list of its own (run(tools=list(...))): not handed off")
     messages[0] = {"role": "system", "content": REVIEWER_PROMPT}
-    tools[:] = REVIEWER_TOOLS  # the run's own list, which its next request offers
+    tools[:] = REVIEWER_TOOLS  # the run's own list: the calls after this one, and the next request
     transcripts.record(
         transcript,
         "agent/handoff",
@@ -57,7 +59,7 @@ TRANSFER = Tool(
     },
     transfer_to_reviewer,
 )
-OFFERED = [*DEFAULT_TOOLS, TRANSFER]  # what this program's agent offers: the three, and one more
+OFFERED = (*DEFAULT_TOOLS, TRANSFER)  # what this program's agent offers: the three, and one more
 
 if __name__ == "__main__":
     handoffs = {"reviewer": (REVIEWER_PROMPT, REVIEWER_TOOLS)}

@@ -31,7 +31,7 @@ HELPER_PROMPT = (
     "change anything. Answer in two or three sentences."
 )
 # fewer than the caller's: it can look, not write or run
-HELPER_TOOLS = [t for t in DEFAULT_TOOLS if t.schema["function"]["name"] == "read_file"]
+HELPER_TOOLS = tuple(t for t in DEFAULT_TOOLS if t.schema["function"]["name"] == "read_file")
 HELPER_STEPS = 6
 
 
@@ -81,7 +81,7 @@ ASK_HELPER = Tool(
     },
     ask_helper,
 )
-OFFERED = [*DEFAULT_TOOLS, ASK_HELPER]  # what this program's agent offers: the three, and one more
+OFFERED = (*DEFAULT_TOOLS, ASK_HELPER)  # what this program's agent offers: the three, and one more
 
 if __name__ == "__main__":
     sys.exit(cli.main(agent.run, agent.SYSTEM_PROMPT, OFFERED))

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import NamedTuple
 
 import config
@@ -27,7 +28,7 @@ class Program(NamedTuple):
     (tools.Tool). handoffs: the agents a handoff may go on with, by name: (system prompt, tools),
     so that a resumed conversation goes on with the one it was handed to (examples/handoff.py)."""
 
-    run: object
+    run: Callable
     system_prompt: str
     tools: list
     handoffs: dict
@@ -246,17 +247,17 @@ def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
     (realworld/runs.py), with this program's own system prompt and tools for the agent it was
     left with (the one it was handed off to, if this program has it): a shared transcript may
     carry other instructions. Recorded as run/resume."""
-    messages = runs.conversation(recorded)
-    handoff = next((e for e in reversed(recorded) if is_handoff(e)), None)
+    messages, agent = runs.conversation(recorded), runs.agent_at_end(recorded)
     system_prompt, tools = program.system_prompt, list(program.tools)
-    if handoff and handoff.get("to") in program.handoffs:
-        system_prompt, handed = program.handoffs[handoff.get("to")]
+    if isinstance(agent, str) and agent in program.handoffs:
+        system_prompt, handed = program.handoffs[agent]
         tools = list(handed)
-    elif handoff:
+    elif agent is not None:
         say(
-            f"agent: this conversation was handed off (to {handoff.get('to')!r}), which this "
-            "program does not have; it goes on with this program's own agent"
+            f"agent: this conversation was handed off (to {pauses.one_line(agent)!r}), which "
+            "this program does not have; it goes on with this program's own agent"
         )
+        agent = None
     # a transcript written by hand may have no run/start
     if not messages or messages[0]["role"] != "system":
         messages.insert(0, {"role": "system", "content": system_prompt})
@@ -266,15 +267,16 @@ def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
             "the conversation goes on with this agent's"
         )
         messages[0] = {"role": "system", "content": system_prompt}
+    offered = schemas(tools)
     transcripts.record(
-        transcript, "run/resume", **settings, system_prompt=system_prompt, tools=schemas(tools)
+        transcript,
+        "run/resume",
+        **settings,
+        system_prompt=system_prompt,
+        tools=offered,
+        agent=agent,
     )
     return messages, tools
-
-
-def is_handoff(event: dict) -> bool:
-    """Whether an event hands the run's own conversation to another agent."""
-    return event["type"] == "agent/handoff" and "under" not in event
 
 
 def goes_on_from(program: Program, recorded: list[dict], options, replay, client, task) -> bool:

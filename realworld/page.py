@@ -113,7 +113,7 @@ def page(events: list[dict], system_prompt: str) -> str:
     # each list of messages the run's own requests sent, numbered in order (a compaction or a
     # handoff starts another): the slider shows the one a request sent
     lists = {}
-    for sent in [*(r.sent for r in own), final]:
+    for sent in [*(r.history for r in own), final]:
         lists.setdefault(id(sent), len(lists))
     body = []
     for event in events:
@@ -183,7 +183,7 @@ def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict)
     if kind == "assistant/message":
         number, request = at[id(event)]
         before = own[number - 2] if number > 1 else None
-        return step(request, before, nested, ends, (number, lists[id(request.sent)]))
+        return step(request, before, nested, ends, (number, lists[id(request.history)]))
     if kind in ("run/start", "tool/result", "tool/started"):
         return ""  # the start is in the header; a result is shown with its call, in the step
     return other_event(event, nested, ends)
@@ -230,8 +230,8 @@ def new_messages(request: Request, before: Request | None) -> list[dict]:
     since, and what a compaction or a handoff put in the place of what was there."""
     if before is None:
         return request.messages
-    if before.sent is request.sent:
-        return request.sent[before.count : request.count]
+    if before.history is request.history:
+        return request.history[before.count : request.count]
     sent_before = {id(m) for m in before.messages}
     return [m for m in request.messages if id(m) not in sent_before]
 
@@ -378,8 +378,8 @@ def message_list(own: list[Request], final: list[dict], lists: dict) -> str:
     with the requests that sent it; the last holds the conversation as the run left it."""
     versions = []  # (the list, [(request number, count)])
     for number, request in enumerate(own, 1):
-        if not versions or versions[-1][0] is not request.sent:
-            versions.append((request.sent, []))
+        if not versions or versions[-1][0] is not request.history:
+            versions.append((request.history, []))
         versions[-1][1].append((number, request.count))
     if final and (not versions or versions[-1][0] is not final):
         versions.append((final, []))

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from realworld import replies, runs, transcripts
 from realworld.guards import say, shorten
+from tools import parameters
 
 
 class ReplayEnded(replies.RequestFailed):
@@ -27,21 +28,25 @@ class Replay:
         self.events, self.base_url, self.diverged = events, f"replay of {path}", []
         self.replaying = True  # the Client shows no server time for a recorded reply
         self.requests, self.served = runs.requests(events), 0
-        # each recorded reply's request, by the message it became: the step a result answers
-        self.asked = {id(r.reply["message"]): r for r in self.requests}
+        # the request each recorded reply answered, by the message it became: which step a result
+        # answers
+        self.request_of = {id(r.reply["message"]): r for r in self.requests}
         # the window the run was recorded with, so that it compacts where the recording did
         start = next((e for e in events if e["type"] == "run/start"), {})
         size = start.get("context_window")
         self.window = size if isinstance(size, int) and size >= 256 else None
-        # where the recorded run was refused as too long, the replay is refused too, so that it
-        # compacts and goes on as the recording did
+        # where a request of the recorded run failed (refused as too long: it compacted and went on;
+        # an error), the replay's fails too, so that it goes on as the recording did
         self.refusals, self.refused = refusals(events), set()
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
-    def create(self, model: str, messages: list[dict], **request):
+    def create(self, model: str, messages: list[dict], tools=None, **request):
         if self.served in self.refusals and self.served not in self.refused:
             self.refused.add(self.served)
-            raise replies.ContextFull(*self.refusals[self.served])
+            status, text, window = self.refusals[self.served]
+            if status == "context_full":
+                raise replies.ContextFull(text, window)
+            raise replies.RequestFailed(text)
         # The replies are given in the order they were recorded, whichever conversation asks:
         # a helper's steps were recorded between its caller's.
         step, self.served = self.served, self.served + 1
@@ -51,10 +56,32 @@ class Replay:
                 "were recorded"
             )
         recorded = self.requests[step]
+        if system_prompt(recorded.messages) != system_prompt(messages):
+            raise ReplayEnded(
+                f"the recorded reply {step + 1} answered another conversation ("
+                f"{shorten(str(system_prompt(recorded.messages)), 60)!r}) than the one asking now: "
+                "the run went another way than the recording"
+            )
         self.compare(recorded, messages)
         event = recorded.reply
-        sent = event.get("sent") if isinstance(event.get("sent"), dict) else event["message"]
-        return replies.completion(sent, event.get("finish_reason"), event.get("usage"), model)
+        answer = event["message"]
+        if self.repairs_to(event.get("sent"), answer, messages, tools):
+            answer = event["sent"]  # as the server sent it: the client repairs it again
+        return replies.completion(answer, event.get("finish_reason"), event.get("usage"), model)
+
+    def repairs_to(self, sent, message: dict, messages: list[dict], tools) -> bool:
+        """Whether the reply a transcript says the server sent is one the client repairs into the
+        message it recorded (the same text and calls, ids aside): only then is it the one to
+        answer with; anything else in it is a call no view of the run shows."""
+        if not isinstance(sent, dict):
+            return False
+        try:
+            made = replies.completion(sent, None, None, "replay").choices[0].message
+            known, quoting = parameters(tools or []), replies.quotable(messages)
+            repaired, _ = replies.reply_message(made, messages, known, quoting)
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
+            return False
+        return said(repaired) == said(message)
 
     def compare(self, recorded: runs.Request, messages: list[dict]) -> None:
         """Say which tool results this request sends that differ from those the recorded one
@@ -62,17 +89,19 @@ class Replay:
         reply, before = last_results(recorded.messages)
         _, now = last_results(messages)
         # the step of the reply whose calls these results answer, as the terminal numbered it
-        step = self.asked[id(reply)].step if id(reply) in self.asked else recorded.step
+        answered = self.request_of.get(id(reply), recorded)
+        step, whose = answered.step, conversation_of(answered.under)
         for (name, message), (_, live) in zip(before, now, strict=False):
             if live["content"] != message["content"]:
                 shown = (
                     f"recorded: {shorten(message['content'], 80)!r}, "
                     f"now {shorten(live['content'], 80)!r}"
                 )
-                say(f"replay: step {step}: {name} gave another result than {shown}")
+                say(f"replay: step {step}{whose}: {name} gave another result than {shown}")
                 self.diverged.append(
                     {
                         "step": step,
+                        "conversation": recorded.under,
                         "call_id": message["tool_call_id"],
                         "recorded": message["content"],
                         "now": live["content"],
@@ -85,10 +114,10 @@ class Replay:
         for divergence in self.diverged:
             transcripts.record(transcript, "replay/diverged", **divergence)
         if self.diverged:
-            step = self.diverged[0]["step"]
+            first = self.diverged[0]
             say(
-                f"replay: the recorded replies after step {step} were written for other "
-                "tool results"
+                f"replay: the recorded replies after step {first['step']}"
+                f"{conversation_of(first['conversation'])} were written for other tool results"
             )
 
     def other_tools(self, offered: list[str]) -> list[str]:
@@ -124,17 +153,43 @@ def last_results(messages: list[dict]) -> tuple[dict | None, list[tuple[str, dic
 
 
 def refusals(events: list[dict]) -> dict:
-    """{the number of replies recorded before it: (its words, the window it named)} for each
-    request the recorded run had refused as longer than the context window."""
+    """{the number of replies recorded before it: (status, its words, the window it named)} for
+    each request of the recorded run that got no reply: refused as longer than the context window
+    (context_full), or an error (api_error)."""
     found, served, last = {}, 0, None
     for event in events:
+        status = event.get("status")
         if event["type"] == "assistant/message":
             served += 1
-        elif event["type"] == "turn/end" and event.get("status") == "context_full":
+        elif event["type"] == "turn/end" and status in ("context_full", "api_error"):
             last = served
-            found[served] = (str(event.get("error") or "the context window is full"), None)
+            words = str(event.get("error") or "the request failed")
+            found.setdefault(served, (status, words, None))
         elif (
             event["type"] == "context/window" and last in found and type(event.get("window")) is int
         ):
-            found[last] = (found[last][0], event["window"])
+            found[last] = (*found[last][:2], event["window"])
     return found
+
+
+def system_prompt(messages: list[dict]):
+    """The system prompt a request sent, or None."""
+    return messages[0].get("content") if messages and messages[0].get("role") == "system" else None
+
+
+def said(message: dict) -> tuple:
+    """What a reply says: its text and its calls, ids aside."""
+    calls = [
+        (c.get("function", {}).get("name"), c.get("function", {}).get("arguments"))
+        for c in message.get("tool_calls") or []
+    ]
+    return message.get("content") or "", calls
+
+
+def conversation_of(under) -> str:
+    """Whose step a replay names: "" for the run's own, else the helper's or the summary's."""
+    if under is None:
+        return ""
+    if str(under).startswith("compaction-"):
+        return " of a summary's request"
+    return f" of the helper under call {under}"

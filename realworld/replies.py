@@ -87,6 +87,9 @@ class Client:
         self.last = (None, 0, 0, False)
         self.window = getattr(inner, "window", None)  # tokens, once the server has said it
         self.ratio = 1.0  # the server's count of prompt tokens against compaction's estimate
+        # every call id given so far, in any conversation (a helper's, a summary's): the
+        # transcript and the page tell a helper's steps by the id of the call that started them
+        self.ids = set()
 
     def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
@@ -117,7 +120,8 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
-        message, repairs = reply_message(raw.choices[0].message, messages, known, quoting)
+        message, repairs = reply_message(raw.choices[0].message, messages, known, quoting, self.ids)
+        self.ids |= {call["id"] for call in message.get("tool_calls") or []}
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
         size = estimate(messages, tools)  # a compaction makes it smaller, as the server's count
@@ -592,7 +596,7 @@ def quoted_texts(messages: list[dict]) -> list[str]:
 
 
 def reply_message(
-    msg, messages: list[dict], known: dict, quoting=((), "")
+    msg, messages: list[dict], known: dict, quoting=((), ""), given=frozenset()
 ) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
@@ -601,7 +605,8 @@ def reply_message(
     whatever comes next), but for what every server needs made explicit (rule 1): content a string,
     never null (Ollama's and Mistral's templates reject null), and each tool call with a unique id,
     a type and JSON arguments. known: the tools offered ({name: parameter names}); quoting: what
-    the conversation lets a reply quote (quotable())."""
+    the conversation lets a reply quote (quotable()); given: the ids of calls given before, in
+    other conversations too, which a new call may not take."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
     message = {
         "role": "assistant",
@@ -619,7 +624,7 @@ def reply_message(
         repairs.append(f"kept the first {config.MAX_CALLS} of {len(calls)} tool calls (MAX_CALLS)")
         calls = calls[: config.MAX_CALLS]
     if calls:
-        taken = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+        taken = {c["id"] for m in messages for c in m.get("tool_calls") or []} | set(given)
         message["tool_calls"] = [tool_call(call, taken, known, repairs) for call in calls]
     return message, repairs
 

@@ -29,7 +29,7 @@ class Request(NamedTuple):
 
     under: str | None
     step: int
-    sent: list[dict]  # the conversation's list; this request sent its first count messages
+    history: list[dict]  # the conversation's list of messages; this request sent the first count
     count: int
     tools: list[dict] | None
     reply: dict
@@ -37,15 +37,16 @@ class Request(NamedTuple):
 
     @property
     def messages(self) -> list[dict]:
-        return self.sent[: self.count]
+        return self.history[: self.count]
 
 
 class Conversation:
     """One conversation as walk() has read it so far: its messages (a new list where one was
-    replaced: what an earlier request sent stays as it was), the tools it offers, its step."""
+    replaced: what an earlier request sent stays as it was), the tools it offers, its step, and
+    the agent it was last handed to (None: the program's own)."""
 
     def __init__(self):
-        self.messages, self.tools, self.step, self.last = [], None, 0, None
+        self.messages, self.tools, self.step, self.last, self.agent = [], None, 0, None, None
 
 
 def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversation]]:
@@ -63,6 +64,9 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
         elif kind in ("run/resume", "agent/handoff"):
             here.messages = with_system_prompt(here.messages, event.get("system_prompt"))
             here.tools = offered(event.get("tools"), here.tools)
+            here.agent = event.get("to") if kind == "agent/handoff" else event.get("agent")
+            if kind == "run/resume":  # a new run(), even where the one before was killed
+                here.step = 0
         elif kind == "user/message":
             here.messages.append({"role": "user", "content": event["content"]})
         elif kind == "assistant/message":
@@ -100,13 +104,6 @@ def conversation(events: list[dict]) -> list[dict]:
     return [dict(m) for m in here.messages] if here else []
 
 
-def offered_at_end(events: list[dict]) -> list[dict] | None:
-    """The tools the run's own conversation offered last (after a handoff, the handoff's), as
-    the model saw them; None where the transcript does not say."""
-    here = walk(events)[1].get(None)
-    return here.tools if here else None
-
-
 def offered(tools, before=None) -> list[dict] | None:
     """The tools an event records as offered: their schemas; before where it records none. An
     old transcript's list of names gives each name alone."""
@@ -120,8 +117,10 @@ def offered(tools, before=None) -> list[dict] | None:
 
 def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
     """messages with prompt as their system prompt, a new list (messages itself where prompt is
-    none)."""
+    none, or is the system prompt they have)."""
     if not isinstance(prompt, str):
+        return messages
+    if messages and messages[0] == {"role": "system", "content": prompt}:
         return messages
     system = {"role": "system", "content": prompt}
     rest = messages[1:] if messages and messages[0]["role"] == "system" else messages
@@ -129,8 +128,10 @@ def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
 
 
 def names(tools: list[dict] | None) -> list[str]:
-    """The names of the tools a request offered."""
-    return [str((t.get("function") or {}).get("name")) for t in tools or []]
+    """The names of the tools a request offered (a transcript written by hand may hold anything
+    in their place: its text)."""
+    function = [t.get("function") if isinstance(t, dict) else t for t in tools or []]
+    return [str(f.get("name") if isinstance(f, dict) else f) for f in function]
 
 
 def read(path: Path) -> list[dict]:
@@ -168,3 +169,10 @@ def recorded_tasks(events: list[dict]) -> list[str]:
 def recorded_task(events: list[dict]) -> str:
     """The first task a transcript records."""
     return next(iter(recorded_tasks(events)), "")
+
+
+def agent_at_end(events: list[dict]):
+    """The agent the run's own conversation was left with: the name of the one it was last handed
+    to, or None for the program's own (a --resume records which it went on with)."""
+    here = walk(events)[1].get(None)
+    return here.agent if here else None

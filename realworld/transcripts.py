@@ -54,8 +54,10 @@ class Nested:
 
 def write(transcript, event: dict) -> None:
     """Write one event as one line, and flush it."""
-    if isinstance(transcript, Nested):
-        event, transcript = {**event, "under": transcript.under}, transcript.transcript
+    if isinstance(transcript, Nested):  # under the innermost call: a helper's helper's too
+        event = {**event, "under": transcript.under}
+        while isinstance(transcript, Nested):
+            transcript = transcript.transcript
         if transcript is None:
             return
     try:

@@ -97,7 +97,7 @@ BREAKPOINTS = {
     "07": ("agent.py", "msg = resp.choices[0].message", 1),
     "08": ("examples/subagent.py", "outcome = agent.run(", 0),
     "09": ("examples/handoff.py", "messages[0] = ", 0),
-    "10": ("agent.py", "make_room(messages, client, model, tools, transcript)", 1),
+    "10": ("agent.py", "make_room(messages, client, model, offered, transcript)", 1),
 }
 
 

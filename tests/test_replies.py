@@ -52,10 +52,10 @@ def test_a_resumed_or_replayed_conversation_sends_the_recorded_fields(loop, serv
     messages = runs.conversation(first.events())
     server.add(reply("again"))
     loop("more", messages=messages)
-    # no system prompt in a transcript of run() alone
-    assert server.messages(2)[1] == server.messages(1)[2]
+    # run() began the conversation: its transcript records the system prompt too
+    assert server.messages(2)[2] == server.messages(1)[2]
     replay = Replay(events_of(first.transcript), tmp_path / "t.jsonl")
-    again = replay.create(model="m", messages=[{"role": "user", "content": "go"}])
+    again = replay.create(model="m", messages=runs.requests(first.events())[0].messages)
     assert again.choices[0].message.model_extra["reasoning_details"] == DETAILS
 
 

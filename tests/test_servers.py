@@ -35,7 +35,7 @@ def test_raw_newlines_inside_a_json_string_are_accepted_and_sent_back_valid(loop
     # strict: valid JSON now
     assert json.loads(sent) == {"path": "a.py", "content": "print(1)\nprint(2)\n"}
     assert "repaired: raw control characters" in result.stderr
-    assert result.events()[1]["repairs"] == [
+    assert result.events()[2]["repairs"] == [
         "raw control characters (a newline or tab) inside a JSON string"
     ]
 
@@ -105,7 +105,7 @@ def test_deepseek_dsml_in_content_runs_as_a_real_tool_call(loop, server):
     assert sent["id"].startswith("call_") and sent["function"]["name"] == "write_file"
     assert tool_messages(server.messages(1))[0]["tool_call_id"] == sent["id"]
     assert "as DeepSeek V3.2 DSML text (write_file)" in result.stderr
-    assert "DSML" in result.events()[1]["repairs"][0]
+    assert "DSML" in result.events()[2]["repairs"][0]
 
 
 def test_dsml_with_ascii_bars_and_tool_calls_wrapper_and_two_invokes(loop, server):
