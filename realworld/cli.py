@@ -169,6 +169,10 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         client = replies.make_client(options.stream, options.trace, options.base_url)
     if not goes_on_from(program, recorded, options, replay, client, task):
         return 2
+    if (
+        options.resume
+    ):  # the ids the recorded run gave, in every conversation: a new call takes none
+        client.ids |= {c["id"] for r in runs.requests(recorded) for c in calls_of(r.reply)}
     settings = {
         "model": options.model,
         "base_url": where,
@@ -206,7 +210,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     # going on from a pause: that turn first, the task (if any) after its open calls
     todo = [task or None] if task or going_on else tasks()
     if replay and not options.task:  # every task it recorded, one after another
-        todo = runs.recorded_tasks(recorded) or todo
+        todo = runs.recorded_inputs(recorded) or todo
     for each in todo:
         if each == "/compact":  # at the > prompt: make room now
             if pauses.open_calls(messages):
@@ -277,6 +281,11 @@ def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
         agent=agent,
     )
     return messages, tools
+
+
+def calls_of(reply: dict) -> list[dict]:
+    """The calls of a recorded reply."""
+    return reply["message"].get("tool_calls") or []
 
 
 def goes_on_from(program: Program, recorded: list[dict], options, replay, client, task) -> bool:

@@ -141,6 +141,7 @@ def compact(
         after=after,
         placeholders=replaced,
         summary=summary,
+        **({"asked": True} if asked else {}),  # /compact: a replay asks for it where it was
     )
 
 

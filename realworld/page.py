@@ -159,8 +159,8 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
         )
     parts.append(
         "<p class=meta>Steps are numbered as the terminal printed them: from 1 at each task, and "
-        "at each going on after a pause. The slider below counts the run's own requests in "
-        "order.</p>"
+        "at each going on after a pause, a refusal or a resume. The slider below counts the "
+        "run's own requests in order: request N is the Nth of them.</p>"
         "<nav class=hidden><input id=filter placeholder='filter steps'> "
         "<button id=open-all>open all</button> <button id=close-all>close all</button> | "
         "<a href='#messages'>the messages</a>, "
@@ -336,8 +336,9 @@ def compacted(event: dict, nested: dict, ends: dict) -> str:
     replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
     summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
     parts = [
-        f"<div class=event><b>compacted</b>: about {escape(event.get('before', '?'))} → "
-        f"{escape(event.get('after', '?'))} tokens (window {escape(event.get('window', '?'))}); "
+        f"<div class=event><b>compacted</b>: about {escape(counted(event.get('before', '?')))} → "
+        f"{escape(counted(event.get('after', '?')))} tokens (window "
+        f"{escape(counted(event.get('window', '?')))}); "
         f"{plural(len(replaced), 'tool result')} replaced by a placeholder"
     ]
     if summary:
@@ -449,7 +450,8 @@ def chart(requests: list[Request]) -> str:
     """Tokens per request, every one (a helper's and a summary's too), as stacked bars (prompt not
     cached, cached, completion), the running total as a line, drawn as inline SVG."""
     steps = [
-        {"tokens": tokens_of(r), "latency": amount(r.reply.get("latency_ms"))} for r in requests
+        {"tokens": tokens_of(r), "latency": amount(r.reply.get("latency_ms")), "name": named(r)}
+        for r in requests
     ]
     if not steps:
         return ""
@@ -470,7 +472,7 @@ def chart(requests: list[Request]) -> str:
             y -= h
             shapes.append(
                 f"<rect class=bar-{part} x={x:.1f} y={y:.1f} width={max(bar - gap, 1):.1f} "
-                f"height={h:.1f}><title>request {i + 1}: {value} {part} tokens</title></rect>"
+                f"height={h:.1f}><title>{s['name']}: {value} {part} tokens</title></rect>"
             )
         total += t["prompt"] + t["completion"]
         running.append(f"{x + bar / 2:.1f},{height - total / grand * (height - 20):.1f}")
@@ -488,6 +490,15 @@ def chart(requests: list[Request]) -> str:
     )
 
 
+def named(request: Request) -> str:
+    """A request as the chart names it: the step of the run's own, a helper's or a summary's."""
+    if request.under is None:
+        return f"step {request.step}"
+    if str(request.under).startswith("compaction-"):
+        return "a summary's request"
+    return f"the helper's step {request.step}"
+
+
 def chart_width(steps: list[dict]) -> int:
     """Pixels: 12 a step, from 200 to 1,000."""
     return max(200, min(1000, 12 * len(steps)))
@@ -502,14 +513,15 @@ def latency_chart(steps: list[dict]) -> str:
     bar, longest = width / len(steps), max(times)
     bars = "".join(
         f"<rect class=bar-latency x={i * bar:.1f} y={height - t / longest * height:.1f} "
-        f"width={max(bar - 2, 1):.1f} height={t / longest * height:.1f}><title>request {i + 1}: "
-        f"{t} ms</title></rect>"
+        f"width={max(bar - 2, 1):.1f} height={t / longest * height:.1f}><title>"
+        f"{steps[i]['name']}: {t} ms</title></rect>"
         for i, t in enumerate(times)
     )
     return (
         "<h2>Time per request</h2><svg role=img aria-label='time per step' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>{bars}</svg>"
-        f"<p class=meta>How long the server took to reply, each step; the longest {longest} ms.</p>"
+        f"<p class=meta>How long the server took to reply, each request; the longest {longest} "
+        "ms.</p>"
     )
 
 
@@ -562,12 +574,18 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
     elif kind == "assistant/message":
         message = event["message"]
         yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"
-        if message.get("content"):
-            yield f"assistant: {message['content']}"
+        thinking, text = dialects.split_thinking(message.get("content") or "")
+        reasoning = dialects.reasoning_of(message) or thinking
+        if reasoning.strip():
+            yield f"  thinking: {shorten(reasoning, 300)}"
+        if text.strip():
+            yield f"assistant: {text}"
         for call in message.get("tool_calls", []):
             yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
     elif kind == "tool/result":
         yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
+    elif kind == "turn/end" and event["status"] == "paused" and "under" in event:
+        yield "[the helper paused: its command waited for a yes nobody could give it]"
     elif kind == "turn/end" and event["status"] == "paused":
         yield from shown_pause(event)
     elif kind == "turn/end":
@@ -578,8 +596,9 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
         summary = event.get("summary") if isinstance(event.get("summary"), dict) else {}
         replaced = event.get("placeholders") if isinstance(event.get("placeholders"), dict) else {}
         yield (
-            f"[compacted: about {event.get('before')} → {event.get('after')} tokens (window "
-            f"{event.get('window')}): {len(replaced)} tool result(s) replaced by a placeholder"
+            f"[compacted: about {counted(event.get('before'))} → {counted(event.get('after'))} "
+            f"tokens (window {counted(event.get('window'))}): {len(replaced)} tool result(s) "
+            "replaced by a placeholder"
             + (
                 f", {summary.get('replaced')} earlier message(s) by this summary:]"
                 if summary
@@ -593,6 +612,11 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
             f"[handed off to {event.get('to')}: from here its system prompt and its tools "
             f"({', '.join(runs.names(runs.offered(event.get('tools'), [])))})]"
         )
+
+
+def counted(value) -> str:
+    """A number of tokens as the terminal writes it (1,000), or what a transcript holds."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 def shown_pause(event: dict):

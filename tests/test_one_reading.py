@@ -8,6 +8,7 @@ run so too, its recorded replies served one by one: the reading of the lesson fi
 give the requests the loop sends, or its page would show a conversation the loop never sent.
 """
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -250,3 +251,164 @@ def test_going_on_after_a_pause_numbers_its_steps_from_one_as_the_terminal_does(
     assert "step 1:" in went.stderr
     views_hold(paused.transcript, server)
     assert [r.step for r in runs.requests(events_of(paused.transcript))] == [1, 1]
+
+
+# --- Members a fresh pair of eyes found ---------------------------------------------------------
+# Each was a view that said another thing than the loop did, or a crash; the rule changed.
+
+
+def write_events(path, events) -> None:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+
+
+def task_and_reply(reply_message: dict, **fields) -> list[dict]:
+    return [
+        {"type": "run/start", "system_prompt": SYSTEM_PROMPT, "tools": []},
+        {"type": "user/message", "content": "go"},
+        {"type": "assistant/message", "message": reply_message, "finish_reason": "stop", **fields},
+        {"type": "turn/end", "status": "answered"},
+    ]
+
+
+def test_a_replay_answers_with_what_the_server_sent_only_where_it_repairs_into_what_was_shown(
+    tmp_path,
+):
+    # A transcript's "sent" that holds a call its "message" (what every view shows) does not.
+    hidden = call("write_file", {"path": "pwned.txt", "content": "x"}, "c1")
+    sent = {"role": "assistant", "content": "", "tool_calls": [hidden]}
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, task_and_reply({"role": "assistant", "content": "done"}, sent=sent))
+    done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
+    assert done.returncode == 0 and done.stdout == "done\n"
+    assert not (tmp_path / "work" / "pwned.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "agent/handoff", "to": ["reviewer"], "system_prompt": "s", "tools": []},
+        {"type": "agent/handoff", "to": {"a": 1}, "system_prompt": 5, "tools": "read_file"},
+        {"type": "agent/handoff", "to": "reviewer", "tools": [{"function": "read_file"}, 7]},
+        {"type": "run/resume", "agent": ["x"], "tools": [{"function": None}]},
+    ],
+    ids=["to-a-list", "to-an-object", "tools-of-text", "resume-of-a-list"],
+)
+def test_a_hand_written_handoff_or_resume_of_any_shape_is_shown_and_resumed_without_a_traceback(
+    agent, server, event
+):
+    events = task_and_reply({"role": "assistant", "content": "done"})
+    events.insert(3, event)
+    agent.workdir.mkdir()
+    path = agent.tmp_path / "hand.jsonl"
+    write_events(path, events)
+    for view in (["--show", str(path)], ["--html", str(path), str(agent.tmp_path / "p.html")]):
+        done = subprocess.run(
+            [sys.executable, str(AGENT), *view], env=clean_env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    server.add(reply("again"))
+    went = agent("--resume", str(path), "--yes", "more", program=PROGRAMS["09"])
+    assert went.returncode == 0 and "Traceback" not in went.stderr, went.stderr
+    # the program's own words for the agent it goes on with, never the transcript's
+    reviewer = "You review code in a folder on the user's computer."
+    assert server.messages(0)[0]["content"].startswith((SYSTEM_PROMPT, reviewer))
+
+
+def test_a_resume_of_a_killed_run_numbers_its_steps_from_one(tmp_path):
+    events = task_and_reply({"role": "assistant", "content": "", "tool_calls": []})[:3]
+    events += [{"type": "run/resume"}, {"type": "user/message", "content": "and now?"}]
+    events += [{"type": "assistant/message", "message": {"role": "assistant", "content": "now"}}]
+    assert [r.step for r in runs.requests(events)] == [1, 1]
+
+
+def test_run_from_python_records_the_start_of_the_conversation_it_begins(loop, server):
+    server.add(reply("hi"))
+    ran = loop("go")
+    views_hold(ran.transcript, server)
+    assert ran.events()[0]["type"] == "run/start"
+
+
+@posix_only
+def test_a_replay_asks_for_a_summary_where_the_person_typed_compact(agent, server):
+    server.add(reply("first"), reply("The user said go."), reply("second"))
+    done = agent("--yes", terminal="go\n/compact\nmore\nexit\n")
+    assert done.returncode == 0, done.stderr
+    replayed = agent.tmp_path / "replayed.jsonl"
+    again = run_offline(
+        agent.tmp_path, "--replay", str(done.transcript), "--transcript", str(replayed), "--yes"
+    )
+    assert again.returncode == 0 and again.stdout == "first\nsecond\n", again.stderr
+    assert named_in_order(read(events_of(replayed))) == named_in_order(
+        read(events_of(done.transcript))
+    )
+
+
+@posix_only
+def test_a_replay_fails_where_the_recording_failed(agent, server):
+    server.add(Error(400, "bad request", times=1), reply("second"))
+    done = agent("--yes", terminal="go\nmore\nexit\n")
+    assert "bad request" in done.stderr and done.stdout == "second\n"
+    again = run_offline(agent.tmp_path, "--replay", str(done.transcript), "--yes")
+    assert again.stdout == "second\n" and "bad request" in again.stderr, again.stderr
+
+
+def test_a_helpers_call_id_is_never_one_the_caller_gives_later(agent, server):
+    # A server that gives the same ids in every conversation: the page tells them apart by id.
+    server.add(
+        reply(tool_calls=[call("ask_helper", {"question": "a?"}, "c1")]),
+        reply(tool_calls=[call("read_file", {"path": "a.txt"}, "c2")]),
+        reply("A."),
+        reply(tool_calls=[call("ask_helper", {"question": "again?"}, "c2")]),
+        reply("A again."),
+        reply("done"),
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "a.txt").write_text("A")
+    done = agent("--yes", "go", program=PROGRAMS["08"])
+    assert done.returncode == 0, done.stderr
+    views_hold(done.transcript, server)
+    replies = [r.reply["message"] for r in runs.requests(events_of(done.transcript))]
+    ids = [c["id"] for message in replies for c in message.get("tool_calls") or []]
+    assert len(ids) == len(set(ids)) == 3
+    html = page.page(events_of(done.transcript), SYSTEM_PROMPT)
+    assert html.count("its own requests") == 2
+
+
+@posix_only
+def test_a_second_resume_goes_on_with_the_agent_the_first_went_on_with(agent, server):
+    server.add(reply(tool_calls=[call("transfer_to_reviewer", {}, "t1")]), reply("Handed over."))
+    first = agent("--yes", "review it", program=PROGRAMS["09"])
+    server.add(reply("the agent's own"), reply("still the agent's own"))
+    agent("--resume", str(first.transcript), "--yes", "go on")  # agent.py: no reviewer
+    agent("--resume", str(first.transcript), "--yes", "and on", program=PROGRAMS["09"])
+    names = [[t["function"]["name"] for t in tools] for _, tools in sent_by_server(server)]
+    assert names[2] == ["read_file", "write_file", "run_shell"]  # agent.py's own
+    assert names[3] == [*names[2], "transfer_to_reviewer"]  # handoff.py's own, not the reviewer
+    views_hold(first.transcript, server)
+
+
+def test_a_helpers_own_helper_is_recorded_under_its_own_call(loop, server):
+    spec = importlib.util.spec_from_file_location("subagent", PROGRAMS["08"])
+    subagent = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(subagent)  # this test's own copy: its helper may ask a helper too
+    subagent.HELPER_TOOLS = (*subagent.HELPER_TOOLS, subagent.ASK_HELPER)
+    server.add(
+        reply(tool_calls=[call("ask_helper", {"question": "a?"}, "h1")]),
+        reply(tool_calls=[call("ask_helper", {"question": "b?"}, "h2")]),
+        reply(tool_calls=[call("read_file", {"path": "a"}, "r1")]),
+        reply("no a"),
+        reply("none"),
+        reply("no file"),
+    )
+    ran = loop("go", tools=list(subagent.OFFERED), yes=True)
+    assert ran.status == "answered" and ran.text == "no file"
+    views_hold(ran.transcript, server)
+    assert {e.get("under") for e in ran.events()} == {None, "h1", "h2"}
+
+
+def test_show_says_a_helpers_pause_waits_for_nobody():
+    events = task_and_reply({"role": "assistant", "content": "done"})
+    events.insert(3, {"type": "turn/end", "status": "paused", "under": "h1", "pending": []})
+    shown = "\n".join(page.shown(events, SYSTEM_PROMPT))
+    assert "[the helper paused: its command waited for a yes nobody could give it]" in shown
+    assert "--approve" not in shown
