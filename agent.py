@@ -78,7 +78,8 @@ def run(
     workdir = workdir or config.WORKDIR
     tools = list(DEFAULT_TOOLS) if tools is None else tools
     if messages is None:
-        messages = start(transcript, tools)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    record_start(messages, tools, transcript)  # where the transcript holds nothing yet
     # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
     given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
     given |= {"messages": messages, "tools": tools, "transcript": transcript}
@@ -134,10 +135,20 @@ STOP_REASONS = {
 }
 
 
-def start(transcript, tools: list) -> list[dict]:
-    """A new conversation: the system prompt alone, its start recorded (the system prompt and the
-    tools offered), as the command line records one."""
-    return transcripts.begin(transcript, SYSTEM_PROMPT, [tool.schema for tool in tools])
+def record_start(messages: list[dict], tools: list, transcript) -> None:
+    """A transcript that holds nothing yet (run() from Python, with a new file) gets the
+    conversation as it stands: its start (the system prompt and the tools offered) and each
+    message, so that it reads as what was sent. The command line records its own start."""
+    if not transcripts.is_empty(transcript):
+        return
+    system = bool(messages) and messages[0]["role"] == "system"
+    if system:
+        offered = [tool.schema for tool in tools]
+        transcripts.record(
+            transcript, "run/start", system_prompt=messages[0]["content"], tools=offered
+        )
+    for message in messages[1:] if system else messages:
+        transcripts.record_message(transcript, message)
 
 
 def make_room(messages: list[dict], client, model: str, offered: list[dict], transcript) -> None:

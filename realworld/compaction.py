@@ -122,27 +122,22 @@ def compact(
             f"agent: the current task and its last results alone take about {after:,} tokens of "
             f"a window of {size:,}: lower AGENT_MAX_OUTPUT, or start a new conversation"
         )
+    done = {"window": size, "before": before, "after": after}
+    done |= {"placeholders": replaced, "summary": summary}
+    done |= {"asked": True} if asked else {}  # /compact: a replay asks for it where it was
     if not replaced and not summary:
-        if asked:
+        if asked:  # recorded all the same, for a replay to type /compact here too
             say("compacted: nothing to compact")
+            transcripts.record(transcript, "context/compacted", **done)
         return
     what = [f"{len(replaced)} old tool result(s) replaced by a placeholder"] if replaced else []
-    what += [f"the first {summary['replaced']} message(s) by a summary"] if summary else []
+    what += [f"the first {summary['replaced']} message(s) replaced by a summary"] if summary else []
     where = "the whole text is in the transcript" if transcript else "no transcript keeps it"
     say(
         f"compacted: about {before:,} → {after:,} tokens (window {size:,}): "
         f"{', '.join(what)}; {where}"
     )
-    transcripts.record(
-        transcript,
-        "context/compacted",
-        window=size,
-        before=before,
-        after=after,
-        placeholders=replaced,
-        summary=summary,
-        **({"asked": True} if asked else {}),  # /compact: a replay asks for it where it was
-    )
+    transcripts.record(transcript, "context/compacted", **done)
 
 
 def start_of(messages: list[dict]) -> int:
@@ -274,6 +269,8 @@ def applied(messages: list[dict], event: dict) -> list[dict]:
     """messages as a context/compacted event left them, a new list with new messages where they
     changed (realworld/runs.py: what an earlier request sent stays as it was)."""
     replaced = recorded_placeholders(event)
+    if not replaced and not summary_span(messages, event):
+        return messages  # nothing changed: the same list goes on
     messages = [
         {**m, "content": Compacted(replaced[m["tool_call_id"]], replies.quoted_texts([m]))}
         if m["role"] == "tool" and m["tool_call_id"] in replaced

@@ -7,18 +7,26 @@ the request the run makes now is held against the request the transcript records
 so the person is told at that step, and diverged lists each result that differed.
 """
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from realworld import replies, runs, transcripts
+from realworld import compaction, replies, runs, transcripts
 from realworld.guards import say, shorten
 from tools import parameters
 
 
 class ReplayEnded(replies.RequestFailed):
-    """The run asked for more replies than the transcript recorded."""
+    """The run asked for more replies than the transcript recorded, or for one the recording
+    does not have at this point: from here on every request fails so."""
 
     status = "replay_ended"
+
+
+class RecordingStopped(replies.RequestFailed):
+    """The recorded run was stopped here (killed) and went on later from a --resume."""
+
+    status = "recording_stopped"
 
 
 class Replay:
@@ -37,37 +45,54 @@ class Replay:
         self.window = size if isinstance(size, int) and size >= 256 else None
         # where a request of the recorded run failed (refused as too long: it compacted and went on;
         # an error), the replay's fails too, so that it goes on as the recording did
-        self.refusals, self.refused = refusals(events), set()
+        self.refusals, self.failed, self.ended = refusals(events), {}, None
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], tools=None, **request):
-        if self.served in self.refusals and self.served not in self.refused:
-            self.refused.add(self.served)
-            status, text, window = self.refusals[self.served]
+        if self.ended:  # a helper or a summary that swallowed it: the run's own request fails too
+            raise ReplayEnded(self.ended)
+        failures, failed = self.refusals.get(self.served, []), self.failed.get(self.served, 0)
+        if failed < len(failures):  # failed where the recording failed, as many times
+            self.failed[self.served] = failed + 1
+            status, text, window = failures[failed]
             if status == "context_full":
                 raise replies.ContextFull(text, window)
-            raise replies.RequestFailed(text)
+            raise (RecordingStopped if status == "interrupted" else replies.RequestFailed)(text)
         # The replies are given in the order they were recorded, whichever conversation asks:
         # a helper's steps were recorded between its caller's.
-        step, self.served = self.served, self.served + 1
-        if step >= len(self.requests):
-            raise ReplayEnded(
+        if self.served >= len(self.requests):
+            self.end(
                 "the transcript has no more recorded replies; this run needs more steps than "
                 "were recorded"
             )
-        recorded = self.requests[step]
-        if system_prompt(recorded.messages) != system_prompt(messages):
-            raise ReplayEnded(
-                f"the recorded reply {step + 1} answered another conversation ("
-                f"{shorten(str(system_prompt(recorded.messages)), 60)!r}) than the one asking now: "
-                "the run went another way than the recording"
+        recorded = self.requests[self.served]
+        if is_summary(recorded.under) != (system_prompt(messages) == compaction.SUMMARY_PROMPT):
+            what = "a summary" if is_summary(recorded.under) else "no summary"
+            self.end(
+                f"the recorded reply {self.served + 1} answered {what}, and the run asks for "
+                "another: it went another way than the recording"
             )
+        self.served += 1
         self.compare(recorded, messages)
         event = recorded.reply
-        answer = event["message"]
-        if self.repairs_to(event.get("sent"), answer, messages, tools):
-            answer = event["sent"]  # as the server sent it: the client repairs it again
-        return replies.completion(answer, event.get("finish_reason"), event.get("usage"), model)
+        if self.repairs_to(event.get("sent"), event["message"], messages, tools):
+            # as the server sent it: the client repairs it again, as it did
+            return replies.completion(
+                event["sent"], event.get("finish_reason"), event.get("usage"), model
+            )
+        # as it was recorded, already repaired: the client reads no call in its text again
+        return replies.completion(
+            event["message"],
+            event.get("finish_reason"),
+            event.get("usage"),
+            model,
+            as_recorded=True,
+        )
+
+    def end(self, why: str) -> None:
+        """Stop the replay: this request fails, and every one after it."""
+        self.ended = why
+        raise ReplayEnded(why)
 
     def repairs_to(self, sent, message: dict, messages: list[dict], tools) -> bool:
         """Whether the reply a transcript says the server sent is one the client repairs into the
@@ -81,7 +106,7 @@ class Replay:
             repaired, _ = replies.reply_message(made, messages, known, quoting)
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
             return False
-        return said(repaired) == said(message)
+        return said(repaired) == said(message)  # every field, calls and all; ids aside
 
     def compare(self, recorded: runs.Request, messages: list[dict]) -> None:
         """Say which tool results this request sends that differ from those the recorded one
@@ -153,22 +178,31 @@ def last_results(messages: list[dict]) -> tuple[dict | None, list[tuple[str, dic
 
 
 def refusals(events: list[dict]) -> dict:
-    """{the number of replies recorded before it: (status, its words, the window it named)} for
-    each request of the recorded run that got no reply: refused as longer than the context window
-    (context_full), or an error (api_error)."""
-    found, served, last = {}, 0, None
+    """{the number of replies recorded before them: [(status, words, the window it named), ...]}
+    for the requests of the recorded run that got no reply, in order: refused as longer than the
+    context window (context_full), an error (api_error), or a run killed while it waited (its
+    next event of the run's own is a run/resume, with no turn/end before it: interrupted)."""
+    found, served, ended = {}, 0, True
     for event in events:
-        status = event.get("status")
+        status, own = event.get("status"), "under" not in event
         if event["type"] == "assistant/message":
-            served += 1
+            served, ended = served + 1, ended and not own
         elif event["type"] == "turn/end" and status in ("context_full", "api_error"):
-            last = served
             words = str(event.get("error") or "the request failed")
-            found.setdefault(served, (status, words, None))
+            found.setdefault(served, []).append([status, words, None])
         elif (
-            event["type"] == "context/window" and last in found and type(event.get("window")) is int
+            event["type"] == "context/window"
+            and served in found
+            and type(event.get("window")) is int
         ):
-            found[last] = (*found[last][:2], event["window"])
+            found[served][-1][2] = event["window"]
+        elif event["type"] == "run/resume" and not ended:
+            words = "the recorded run was stopped here; it went on later from a --resume"
+            found.setdefault(served, []).append(["interrupted", words, None])
+        if own and event["type"] in ("turn/end", "run/resume"):
+            ended = True
+        elif own and event["type"] == "user/message":
+            ended = False
     return found
 
 
@@ -177,19 +211,24 @@ def system_prompt(messages: list[dict]):
     return messages[0].get("content") if messages and messages[0].get("role") == "system" else None
 
 
-def said(message: dict) -> tuple:
-    """What a reply says: its text and its calls, ids aside."""
-    calls = [
-        (c.get("function", {}).get("name"), c.get("function", {}).get("arguments"))
-        for c in message.get("tool_calls") or []
-    ]
-    return message.get("content") or "", calls
+def said(message: dict):
+    """A reply as JSON, every field, its calls' ids aside."""
+    shown = json.loads(json.dumps(message))
+    for made in shown.get("tool_calls") or []:
+        if isinstance(made, dict):
+            made.pop("id", None)
+    return shown
+
+
+def is_summary(under) -> bool:
+    """Whether a request's conversation is a summary's (realworld/compaction.py)."""
+    return str(under).startswith("compaction-")
 
 
 def conversation_of(under) -> str:
     """Whose step a replay names: "" for the run's own, else the helper's or the summary's."""
     if under is None:
         return ""
-    if str(under).startswith("compaction-"):
+    if is_summary(under):
         return " of a summary's request"
     return f" of the helper under call {under}"

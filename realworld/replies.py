@@ -120,6 +120,8 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
+        if getattr(raw, "as_recorded", False):  # a replay's message, repaired when it was recorded
+            known = {}  # so nothing in its text is read as a call again: it runs what was shown
         message, repairs = reply_message(raw.choices[0].message, messages, known, quoting, self.ids)
         self.ids |= {call["id"] for call in message.get("tool_calls") or []}
         usage = usage_of(raw)

@@ -52,6 +52,17 @@ class Nested:
         self.transcript, self.under = transcript, under
 
 
+def is_empty(transcript) -> bool:
+    """Whether transcript is a file that holds nothing yet (not a helper's, which is inside
+    another's, nor none)."""
+    try:
+        return (
+            not isinstance(transcript, Nested) and transcript is not None and not transcript.tell()
+        )
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def write(transcript, event: dict) -> None:
     """Write one event as one line, and flush it."""
     if isinstance(transcript, Nested):  # under the innermost call: a helper's helper's too
