@@ -137,18 +137,15 @@ STOP_REASONS = {
 
 def record_start(messages: list[dict], tools: list, transcript) -> None:
     """A transcript that holds nothing yet (run() from Python, with a new file) gets the
-    conversation as it stands: its start (the system prompt and the tools offered) and each
-    message, so that it reads as what was sent. The command line records its own start."""
-    if not transcripts.is_empty(transcript):
-        return
-    system = bool(messages) and messages[0]["role"] == "system"
-    if system:
+    conversation's start as it stands: the system prompt, the tools offered and the messages it
+    goes on from, so that it reads as what was sent. The command line records its own start."""
+    if transcripts.is_empty(transcript):
+        system = bool(messages) and messages[0]["role"] == "system"
+        prompt, earlier = (messages[0]["content"], messages[1:]) if system else ("", messages)
         offered = [tool.schema for tool in tools]
         transcripts.record(
-            transcript, "run/start", system_prompt=messages[0]["content"], tools=offered
+            transcript, "run/start", system_prompt=prompt, tools=offered, messages=earlier
         )
-    for message in messages[1:] if system else messages:
-        transcripts.record_message(transcript, message)
 
 
 def make_room(messages: list[dict], client, model: str, offered: list[dict], transcript) -> None:

@@ -58,8 +58,10 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
         here = conversations.setdefault(under, Conversation())
         kind = event["type"]
         if kind == "run/start" and (under is not None or not here.messages):
-            # a helper's run starts its own conversation; the run's own starts once
+            # a helper's run starts its own conversation; the run's own starts once, with the
+            # messages it was given where run() went on with a conversation from Python
             here.messages = [{"role": "system", "content": event["system_prompt"]}]
+            here.messages += [dict(m) for m in event.get("messages") or []]
             here.tools, here.step = offered(event.get("tools")), 0
         elif kind in ("run/resume", "agent/handoff"):
             here.messages = with_system_prompt(here.messages, event.get("system_prompt"))

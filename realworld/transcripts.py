@@ -203,21 +203,37 @@ def bad_field(event: dict) -> str | None:
     there, or None."""
     if "under" in event and not isinstance(event["under"], str):
         return "under"
+    if event["type"] == "run/start" and "messages" in event:  # the conversation it began with
+        carried = event["messages"]
+        if not isinstance(carried, list) or not all(is_message(m) for m in carried):
+            return "messages"
     if event["type"] != "assistant/message":
         return next(
             (f for f in EVENT_FIELDS.get(event["type"], ()) if not isinstance(event[f], str)), None
         )
-    message = event["message"]
-    if (
-        not isinstance(message, dict)
-        or message.get("role") != "assistant"
-        or not isinstance(message.get("content", ""), str)
-    ):
+    if not is_message(event["message"]) or event["message"].get("role") != "assistant":
         return "message"
-    calls = message.get("tool_calls", [])
-    if not isinstance(calls, list) or not all(is_call(call) for call in calls):
-        return "message.tool_calls"
     return None
+
+
+def is_message(message) -> bool:
+    """Whether message is one as the loop appends it: a user's or a tool's text, or an
+    assistant's text and calls (each an id, a name and arguments, all text)."""
+    if not isinstance(message, dict):
+        return False
+    role = message.get("role")
+    if role == "tool":
+        return isinstance(message.get("tool_call_id"), str) and isinstance(
+            message.get("content"), str
+        )
+    if role == "user":
+        return isinstance(message.get("content"), str)
+    calls = message.get("tool_calls", []) if role == "assistant" else None
+    return (
+        isinstance(message.get("content", ""), str)
+        and isinstance(calls, list)
+        and all(is_call(call) for call in calls)
+    )
 
 
 def is_call(call) -> bool:

@@ -19,7 +19,8 @@ from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_off
 from scripted_server import Error, call, history_problem, reply
 
 from agent import SYSTEM_PROMPT
-from realworld import page, runs, transcripts
+from realworld import compaction, page, runs, transcripts
+from realworld.replay import Replay, ReplayEnded
 
 LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
 PROGRAMS = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}
@@ -412,3 +413,82 @@ def test_show_says_a_helpers_pause_waits_for_nobody():
     shown = "\n".join(page.shown(events, SYSTEM_PROMPT))
     assert "[the helper paused: its command waited for a yes nobody could give it]" in shown
     assert "--approve" not in shown
+
+
+# --- A second pair of eyes: what a replay answers, and where it fails ---------------------------
+
+
+def test_a_replay_reads_no_call_in_a_recorded_messages_text(tmp_path):
+    # Live, a call written as text that the agent took for a mention ran nothing; recorded as
+    # text, it runs nothing in a replay either.
+    text = '<tool_call>{"name": "run_shell", "arguments": {"command": "touch pwned"}}</tool_call>'
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, task_and_reply({"role": "assistant", "content": text}))
+    done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
+    assert done.returncode == 0 and not (tmp_path / "work" / "pwned").exists()
+
+
+def test_a_replay_does_not_take_a_field_no_view_shows_from_what_the_server_sent(tmp_path):
+    sent = {"role": "assistant", "content": "done", "reasoning_content": "not shown anywhere"}
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, task_and_reply({"role": "assistant", "content": "done"}, sent=sent))
+    done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
+    assert done.returncode == 0 and "not shown anywhere" not in done.stderr
+
+
+@posix_only
+def test_a_replay_fails_twice_where_the_recording_failed_twice(agent, server):
+    server.add(Error(400, "bad one", times=1), Error(400, "bad two", times=1), reply("third"))
+    done = agent("--yes", terminal="go\nmore\nagain\nexit\n")
+    assert done.stdout == "third\n"
+    again = run_offline(agent.tmp_path, "--replay", str(done.transcript), "--yes")
+    assert again.stdout == "third\n", again.stderr
+    assert "bad one" in again.stderr and "bad two" in again.stderr
+
+
+@posix_only
+def test_a_replay_types_compact_where_its_summary_failed(agent, server):
+    server.add(reply("first"), Error(400, "summary bad", times=1), reply("second"))
+    done = agent("--yes", terminal="go\n/compact\nmore\nexit\n")
+    assert done.stdout == "first\nsecond\n", done.stderr
+    again = run_offline(agent.tmp_path, "--replay", str(done.transcript), "--yes")
+    assert again.stdout == "first\nsecond\n", again.stderr
+
+
+def test_once_a_replay_has_ended_every_request_fails_a_helpers_or_a_summarys_too(tmp_path):
+    events = task_and_reply({"role": "assistant", "content": "done"})
+    replay = Replay(events, tmp_path / "t.jsonl")
+    summary = [
+        {"role": "system", "content": compaction.SUMMARY_PROMPT},
+        {"role": "user", "content": "x"},
+    ]
+    with pytest.raises(ReplayEnded):
+        replay.create(model="m", messages=summary)  # the recording asked for no summary here
+    with pytest.raises(ReplayEnded):  # swallowed by compaction, it still ends the run's own
+        replay.create(model="m", messages=runs.requests(events)[0].messages)
+
+
+def test_a_conversation_passed_to_run_from_python_is_recorded_as_it_stands(loop, server):
+    server.add(reply("hi"), reply("again"))
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+    loop("go", messages=messages)
+    second = loop("more", messages=messages)  # a new transcript, going on with the same list
+    views_hold(second.transcript, type("Only", (), {"requests": server.requests[1:]})())
+
+
+def test_a_replay_of_a_killed_then_resumed_run_stops_its_first_turn_where_the_kill_was(tmp_path):
+    shell = call("run_shell", {"command": "echo hi"}, "c1")
+    events = task_and_reply({"role": "assistant", "content": "", "tool_calls": [shell]})[:3]
+    events += [
+        {"type": "tool/started", "call_id": "c1"},
+        {"type": "run/resume"},
+        {"type": "tool/result", "call_id": "c1", "name": "run_shell", "content": "unknown"},
+        {"type": "user/message", "content": "more"},
+        {"type": "assistant/message", "message": {"role": "assistant", "content": "done"}},
+        {"type": "turn/end", "status": "answered"},
+    ]
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, events)
+    done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
+    assert done.stdout == "done\n", done.stderr
+    assert "the recorded run was stopped here" in done.stderr
