@@ -67,10 +67,14 @@ class Replay:
             )
         recorded = self.requests[self.served]
         if is_summary(recorded.under) != (system_prompt(messages) == compaction.SUMMARY_PROMPT):
-            what = "a summary" if is_summary(recorded.under) else "no summary"
+            what = (
+                "a request for a summary, and the run asks for no summary"
+                if is_summary(recorded.under)
+                else "no request for a summary, and the run asks for one"
+            )
             self.end(
-                f"the recorded reply {self.served + 1} answered {what}, and the run asks for "
-                "another: it went another way than the recording"
+                f"the recorded reply {self.served + 1} answered {what}: it went another way than "
+                "the recording"
             )
         self.served += 1
         self.compare(recorded, messages)
@@ -96,8 +100,8 @@ class Replay:
 
     def repairs_to(self, sent, message: dict, messages: list[dict], tools) -> bool:
         """Whether the reply a transcript says the server sent is one the client repairs into the
-        message it recorded (the same text and calls, ids aside): only then is it the one to
-        answer with; anything else in it is a call no view of the run shows."""
+        message it recorded (every field the same, call ids aside): only then is it the one to
+        answer with; anything else in it is what no view of the run shows."""
         if not isinstance(sent, dict):
             return False
         try:
@@ -126,7 +130,7 @@ class Replay:
                 self.diverged.append(
                     {
                         "step": step,
-                        "conversation": recorded.under,
+                        "conversation": answered.under,
                         "call_id": message["tool_call_id"],
                         "recorded": message["content"],
                         "now": live["content"],
