@@ -178,13 +178,17 @@ examples:
 """
 
 
-def parse_options(argv: list[str] | None) -> argparse.Namespace:
-    """The command line, on top of the environment. Raises ConfigError for a bad setting."""
+def parse_options(
+    argv: list[str] | None, prog: str = "agent.py", tools: tuple = ()
+) -> argparse.Namespace:
+    """The command line, on top of the environment. Raises ConfigError for a bad setting. prog:
+    the program's name, as --help says it; tools: the names of the tools it offers."""
     if BAD:
         raise ConfigError(BAD[0])
+    offered = f"its tools ({', '.join(tools)})" if tools else "three tools"
     parser = argparse.ArgumentParser(
-        prog="agent.py",
-        description="A minimal agent: a model, three tools and a loop.",
+        prog=prog,
+        description=f"A minimal agent: a model, {offered} and a loop.",
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -75,7 +75,9 @@ def command(program: Program, argv: list[str] | None) -> int:
         if stream:  # None when the shell closed it (>&-)
             stream.reconfigure(errors="replace")
     try:
-        options = config.parse_options(argv)
+        # --help names the program that was started and the tools it offers
+        name = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else "agent.py"
+        options = config.parse_options(argv, name, tuple(runs.names(schemas(program.tools))))
         source = options.show or options.replay or options.resume or (options.html or [None])[0]
         as_read = transcripts.as_it_is(options.resume)
         recorded = runs.read(source) if source else []
@@ -108,6 +110,10 @@ def command(program: Program, argv: list[str] | None) -> int:
     if not task and approvals is None and not sys.stdin.isatty():
         say('agent: no task. Give one, as in: python agent.py "list the files"')
         return 2
+    if options.workdir.exists() and not options.workdir.is_dir():
+        say(f"agent: --workdir {options.workdir} is a file, not a folder: give a folder to work in")
+        return 2
+    options.made_workdir = not options.workdir.exists()  # a typo makes a new one: say so
     try:
         options.workdir.mkdir(parents=True, exist_ok=True)
         transcript = transcripts.open_run(options.transcript, options.resume, recorded)
@@ -192,8 +198,9 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     else:  # killed while it ran what was approved: those may or may not have run
         started = pauses.started(recorded)
         pauses.close_open_calls(messages, pauses.UNANSWERED, transcript, started)
+    new = " (a new, empty folder: it did not exist)" if options.made_workdir else ""
     say(
-        f"{options.model} at {where}, working in {options.workdir}{sandbox.mode()}; "
+        f"{options.model} at {where}, working in {options.workdir}{new}{sandbox.mode()}; "
         f"transcript: {transcript.name}"
     )
     if (
@@ -212,12 +219,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     if replay and not options.task:  # every task it recorded, one after another
         todo = runs.recorded_inputs(recorded) or todo
     for each in todo:
-        if each == "/compact":  # at the > prompt: make room now
-            if pauses.open_calls(messages):
-                say("agent: commands wait for a yes: approve or reject them before /compact")
-            else:
-                offered = schemas(tools)
-                compaction.compact(messages, client, options.model, offered, transcript, asked=True)
+        if each and each.startswith("/"):  # a command, never a task for the model
+            slash(each, messages, tools, options, client, transcript)
             continue
         asked = [m["role"] for m in messages].count("user")
         outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
@@ -346,9 +349,34 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
         return None
 
 
+# What a line typed at the > prompt may be, besides a task.
+COMMANDS = {
+    "/compact": "make room in the conversation now (lesson 10)",
+    "/help": "these commands",
+    "exit": "end the session (Ctrl-D too)",
+}
+
+
+def slash(line: str, messages: list[dict], tools: list, options, client, transcript) -> None:
+    """A command typed at the > prompt (or given as the task): /compact, /help, or one line
+    that says it is none, with nothing sent."""
+    if line == "/compact":
+        if pauses.open_calls(messages):
+            say("agent: commands wait for a yes: approve or reject them before /compact")
+        else:
+            offered = schemas(tools)
+            compaction.compact(messages, client, options.model, offered, transcript, asked=True)
+    elif line == "/help":
+        say("; ".join(f"{name}: {what}" for name, what in COMMANDS.items()))
+    else:
+        known = ", ".join(COMMANDS)
+        say(f"agent: {pauses.one_line(line[:40])} is no command ({known}); nothing was sent")
+
+
 def tasks():
     """Tasks typed at the terminal, one a line, until exit or Ctrl-D; Ctrl-C at the prompt
-    gives a new prompt."""
+    gives a new prompt. The first prompt says what else a line may be."""
+    say(f"type a task, or {', '.join(COMMANDS)}")
     while True:
         try:  # the prompt too: a Ctrl-C that comes just after it is drawn gives a new one
             say("> ", end="")
@@ -373,8 +401,6 @@ def read_task(options, recorded: list[dict], going_on: bool = False) -> str:
     if going_on:
         return task
     if options.replay and not task:  # standard input stays unread: pdb may be reading it
-        if not sys.stdin.isatty():
-            say("agent: a replay answers its recorded task; standard input is not read")
         return runs.recorded_task(recorded)
     if not task and not sys.stdin.isatty():  # echo "task" | python agent.py
         task = sys.stdin.read().strip()

@@ -188,7 +188,7 @@ def wrap(client) -> Client:
 def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
     """--trace: what this request adds to the conversation (the rest was sent before)."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=0)
-    names = ", ".join(t["function"]["name"] for t in tools)
+    names = ", ".join(t["function"]["name"] for t in tools) or "none"
     say(
         f"── request: model {model}, tools {names}, {len(messages)} messages; new since "
         "the last request:"

@@ -179,11 +179,13 @@ def test_ctrl_d_at_the_prompt_leaves_the_shell_a_line_of_its_own(agent):
     assert result.returncode == 0 and result.stderr.endswith("> \n")
 
 
-def test_a_task_piped_beside_a_replay_is_said_to_be_unread(tmp_path):
+def test_a_task_piped_beside_a_replay_is_left_unread_without_a_word(tmp_path):
+    # A replay answers its recorded task; pdb may be reading standard input (issue 35).
     done = run_offline(
         tmp_path, "--replay", str(LESSONS / "lesson-04.jsonl"), "--yes", stdin="another task\n"
     )
-    assert "a replay answers its recorded task; standard input is not read" in done.stderr
+    assert done.returncode == 0 and "standard input" not in done.stderr
+    assert "another task" not in done.stderr
 
 
 def test_show_of_a_run_that_failed_on_the_api_shows_the_error(loop, server):
@@ -283,3 +285,45 @@ def test_a_lesson_programs_breakpoint_shows_what_its_row_says(tmp_path, lesson):
     assert f"{name}({number})" in done.stdout, done.stdout[-1500:]
     for value in shown:
         assert value in done.stdout, done.stdout[-1500:]
+
+
+# --- The > prompt, --workdir and --help say what they are (issue 35) ------------------------------
+
+
+@posix_only
+def test_a_line_starting_with_a_slash_is_a_command_and_never_a_task(agent, server):
+    server.add(reply("done"))
+    result = agent("--yes", terminal="/help\n/compat\nwhat now?\nexit\n")
+    assert result.returncode == 0
+    assert result.stderr.startswith("type a task, or /compact, /help, exit\n") or (
+        "type a task, or /compact, /help, exit\n" in result.stderr.split("> ")[0]
+    )
+    assert "/compact: make room in the conversation now" in result.stderr
+    assert "/compat is no command (/compact, /help, exit); nothing was sent" in result.stderr
+    assert len(server.requests) == 1 and server.messages(0)[-1]["content"] == "what now?"
+
+
+def test_a_workdir_that_did_not_exist_is_made_and_said_new(agent, server):
+    server.add(reply("hi"))
+    result = agent("--yes", "go")
+    assert (
+        "working in " in result.stderr
+        and "(a new, empty folder: it did not exist)" in result.stderr
+    )
+    server.add(reply("hi again"))
+    again = agent("--yes", "go")
+    assert "a new, empty folder" not in again.stderr
+
+
+def test_a_file_given_as_the_workdir_is_one_line(agent, tmp_path):
+    (tmp_path / "notes.md").write_text("x")
+    result = agent("--workdir", str(tmp_path / "notes.md"), "go")
+    said = "is a file, not a folder: give a folder to work in"
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and said in result.stderr
+
+
+def test_a_lesson_programs_help_names_the_program_and_its_tools(tmp_path):
+    program = ROOT / "examples" / "subagent.py"
+    done = run_offline(tmp_path, "--help", program=program)
+    assert done.returncode == 0 and "usage: " in done.stdout and "subagent.py" in done.stdout
+    assert "its tools (read_file, write_file, run_shell, ask_helper)" in done.stdout
