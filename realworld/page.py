@@ -31,6 +31,7 @@ border-radius:4px;max-height:30em;overflow:auto}
 .step,.event,.substep{border-left:4px solid #8aa;padding:.2em .8em;margin:.8em 0}
 .step h3,.substep h3{font-size:1em;margin:.2em 0}.sub{margin:.4em 0 .4em 1.2em}
 .substep{border-left-style:dashed}.meta{color:#666;font-size:.9em}
+.scale{font:10px system-ui,sans-serif;fill:#555}.grid{stroke:#ccc;stroke-dasharray:2 2}
 .call{border-left:3px solid #69c;padding-left:.6em;margin:.4em 0}
 .ok{color:#276}.error,.declined{color:#b33}.repair{color:#a60}
 .event{border-color:#ca6}.msg{border-left:3px solid #ccc;padding-left:.6em;margin:.4em 0}
@@ -152,6 +153,11 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
     )
     if start.get("note"):
         parts.append(f"<p class=note>{escape(start['note'])}</p>")
+    if start.get("by_hand") is True:  # a lesson: nothing in it was measured
+        parts.append(
+            "<p class=note>Written by hand: its server, its tokens and its times are examples, "
+            "not measured.</p>"
+        )
     if start.get("system_prompt") not in (None, system_prompt):
         parts.append(
             "<details open><summary>system prompt, not this agent's own</summary>"
@@ -420,6 +426,8 @@ def listed_message(message: dict, i: int, first: int, when: str) -> str:
     its other fields."""
     shown = dict(message)
     content = shown.pop("content", "") or ""
+    # what the model thought, sent back with the message (DeepSeek's reasoning_content): shown
+    thought = next((shown.pop(k) for k in ("reasoning_content", "reasoning") if k in shown), None)
     content = content if isinstance(content, str) else fields({"content": content})
     if len(content) > PREVIEW and message.get("role") in ("tool", "assistant"):
         # shown whole in its step: here its beginning, so that the page stays small
@@ -428,6 +436,11 @@ def listed_message(message: dict, i: int, first: int, when: str) -> str:
     return (
         f"<div class=msg data-i={i} data-first={first}><span class=role>"
         f"{escape(message.get('role', '?'))}</span> <span class=meta>{when}</span>"
+        + (
+            f"<p class=meta>its reasoning, sent back with it:</p><pre>{escape(thought)}</pre>"
+            if isinstance(thought, str) and thought
+            else ""
+        )
         + (f"<pre>{escape(content)}</pre>" if content else "")
         + (
             f"<details><summary>fields</summary><pre>{escape(extra)}</pre></details>"
@@ -476,8 +489,13 @@ def chart(requests: list[Request]) -> str:
             )
         total += t["prompt"] + t["completion"]
         running.append(f"{x + bar / 2:.1f},{height - total / grand * (height - 20):.1f}")
+    # the scale: the top of the tallest bar, and of the running total
+    shapes += [
+        f"<line class=grid x1=0 y1=20 x2={width} y2=20></line>",
+        f"<text class=scale x=2 y=14>{largest:,} tokens</text>",
+    ]
     return (
-        "<h2>Tokens per request</h2><svg role=img aria-label='tokens per step' "
+        "<h2>Tokens per request</h2><svg role=img aria-label='tokens per request' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>"
         + "".join(shapes)
         + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
@@ -486,7 +504,8 @@ def chart(requests: list[Request]) -> str:
         "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
         "<span class=completion>completion tokens</span>"
         + ("; the line is the running total" if len(steps) > 1 else "")
-        + f" ({total} tokens in all).</p>{latency_chart(steps)}"
+        + f" ({total:,} tokens in all); the dashed line is the tallest bar, {largest:,} tokens."
+        f"</p>{latency_chart(steps)}"
     )
 
 
@@ -517,8 +536,9 @@ def latency_chart(steps: list[dict]) -> str:
         f"{steps[i]['name']}: {t} ms</title></rect>"
         for i, t in enumerate(times)
     )
+    bars += f"<text class=scale x=2 y=10>{longest:,} ms</text>"
     return (
-        "<h2>Time per request</h2><svg role=img aria-label='time per step' "
+        "<h2>Time per request</h2><svg role=img aria-label='time per request' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>{bars}</svg>"
         f"<p class=meta>How long the server took to reply, each request; the longest {longest} "
         "ms.</p>"

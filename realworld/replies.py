@@ -15,12 +15,12 @@ The openai package is imported inside the functions that use it, so that --help,
 error start without loading it.
 """
 
+import hashlib
 import html
 import ipaddress
 import json
 import re
 import time
-import uuid
 import zlib
 from types import SimpleNamespace
 from urllib.parse import urlsplit
@@ -637,18 +637,30 @@ def tool_call(call, taken: set[str], known: dict, repairs: list[str]) -> dict:
     call = call if isinstance(call, dict) else {}
     # none for a "custom" call
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    call_id = clean_text(call.get("id"))  # "" for anything but text
-    if not call_id.strip() or call_id in taken:
-        # some local servers send none, or the same every time
-        call_id = f"call_{uuid.uuid4().hex[:24]}"
-    taken.add(call_id)
     arguments, repair = dialects.clean_arguments(function.get("arguments"))
     if repair:
         repairs.append(repair)
     name = dialects.tool_name(clean_text(function.get("name")), known)
+    call_id = clean_text(call.get("id"))  # "" for anything but text
+    if not call_id.strip() or call_id in taken:
+        # some local servers send none, or the same every time; a call recovered from text has
+        # none: made of the call and the ids before it, so that a replay gives the same again
+        call_id = made_id(name, arguments, taken)
+    taken.add(call_id)
     function = {**clean(function), "name": name, "arguments": arguments}
     kept = {k: clean(v) for k, v in call.items() if k not in ("id", "type", "function", "index")}
     return {"id": call_id, "type": "function", "function": function, **kept}
+
+
+def made_id(name: str, arguments: str, taken: set[str]) -> str:
+    """An id for a call that has none of its own: the same for the same call at the same point of
+    a run, never one of taken."""
+    for attempt in range(len(taken) + 1):
+        made_of = json.dumps([name, arguments, len(taken), attempt], ensure_ascii=False)
+        digest = hashlib.sha256(made_of.encode("utf-8", "surrogatepass")).hexdigest()
+        if f"call_{digest[:24]}" not in taken:
+            return f"call_{digest[:24]}"
+    raise AssertionError("unreachable")  # pragma: no cover: one of len(taken) + 1 is free
 
 
 def clean(value):
