@@ -219,3 +219,19 @@ def test_every_lesson_has_its_own_test(lesson):
         f"def test_lesson_{lesson.stem.split('-')[1]}_"
         in (ROOT / "tests" / "test_lessons.py").read_text()
     )
+
+
+def test_a_recovered_call_gets_the_same_id_at_every_replay(tmp_path):
+    # Lesson 07's call was written as text, with no id: the id made for it is made of the call,
+    # so two replays, and the lesson itself, say the same (issue 35: "the same run every time").
+    ids = []
+    for n in (1, 2):
+        (tmp_path / str(n)).mkdir()
+        _done, events = replay(tmp_path / str(n), ROOT / "examples" / "lesson-07.jsonl")
+        ids.append([e["call_id"] for e in events if e["type"] == "tool/result"])
+    lesson = [
+        e["call_id"]
+        for e in events_of(ROOT / "examples" / "lesson-07.jsonl")
+        if e["type"] == "tool/result"
+    ]
+    assert ids[0] == ids[1] == lesson

@@ -319,3 +319,14 @@ def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson):
         assert [role for _, hidden, role in roles if not hidden] == [
             m["role"] for m in request.messages
         ]
+
+
+def test_a_lessons_page_says_it_was_written_by_hand_and_shows_its_point(tmp_path):
+    # Lesson 05 is about reasoning_content sent back: it is shown in the list, not folded away;
+    # the charts have a scale; a lesson's figures are marked as written, not measured (issue 35).
+    shown = page.page(
+        transcripts.read(PAGES.parent.parent / "examples" / "lesson-05.jsonl"), SYSTEM_PROMPT
+    )
+    assert "Written by hand: its server, its tokens and its times are examples" in shown
+    assert shown.count("its reasoning, sent back with it:") >= 2
+    assert re.search(r"<text class=scale x=2 y=14>[\d,]+ tokens</text>", shown)
