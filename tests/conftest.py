@@ -1,6 +1,7 @@
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -48,6 +49,14 @@ def server():
     s = ScriptedServer()
     yield s
     s.close()
+
+
+def as_at_a_terminal() -> None:
+    """For a process a test starts that needs Ctrl-C: the signals as a shell at a terminal hands
+    them over. A background job (python -m pytest &) starts with SIGINT and SIGQUIT ignored, and
+    an ignored signal stays ignored across exec."""
+    for number in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -104,6 +113,7 @@ class Agent:
         env = env or clean_env(AGENT_API_KEY=key)
         process = subprocess.Popen(
             command if fresh else forkserver.command(command, env),
+            preexec_fn=as_at_a_terminal if fresh and os.name == "posix" else None,
             cwd=self.tmp_path,
             env=env,
             stdin=stdin,

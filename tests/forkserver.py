@@ -138,6 +138,8 @@ def become_agent(header: dict, fds: list[int]) -> None:
     for number in (*FORWARDED, signal.SIGCHLD, signal.SIGUSR2):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    for number in header.get("ignored", []):  # as they came to the relay: a background job's
+        signal.signal(number, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     sys.stdin, sys.stdout, sys.stderr = (standard_stream(fd) for fd in (0, 1, 2))
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
@@ -229,6 +231,9 @@ def relay(path: str, argv: list[str]) -> None:
     exit as the agent does."""
     agent: list[int] = []
     pending: list[int] = []
+    # what a new interpreter would keep ignored (a background job starts with SIGINT and SIGQUIT
+    # ignored), before this relay takes the signals to pass them on
+    ignored = [n for n in FORWARDED if signal.getsignal(n) == signal.SIG_IGN]
 
     def pass_on(number, _frame):
         if agent:
@@ -243,7 +248,13 @@ def relay(path: str, argv: list[str]) -> None:
     umask = os.umask(0)
     os.umask(umask)
     header = json.dumps(
-        {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "umask": umask}
+        {
+            "argv": argv,
+            "env": dict(os.environ),
+            "cwd": os.getcwd(),
+            "umask": umask,
+            "ignored": ignored,
+        }
     ).encode()
     socket.send_fds(connection, [struct.pack("!I", len(header)) + header], [0, 1, 2])
     null = os.open(os.devnull, os.O_RDWR)

@@ -385,7 +385,7 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
     import subprocess
     import sys
 
-    from conftest import ROOT, clean_env
+    from conftest import ROOT, as_at_a_terminal, clean_env
 
     # The command sends Ctrl-C's signal to the agent while it waits for the command: run()
     # is inside a tool.
@@ -398,6 +398,7 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
         [sys.executable, "-c", INTERRUPTED_THEN_AGAIN, server.url, str(tmp_path)],
         cwd=ROOT,
         env=clean_env(),
+        preexec_fn=as_at_a_terminal,  # Ctrl-C's signal, even under a background job
         capture_output=True,
         text=True,
         timeout=60,
