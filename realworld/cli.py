@@ -173,6 +173,10 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         client = replies.Client(replay, options.stream, options.trace)
     else:
         client = replies.make_client(options.stream, options.trace, options.base_url)
+        # a setting given as a flag is named as the flag in what the agent says of a failure
+        flags = {"AGENT_BASE_URL": ("--base-url", options.base_url, config.BASE_URL)}
+        flags["AGENT_MODEL"] = ("--model", options.model, config.MODEL)
+        client.named = {k: flag for k, (flag, given, set_) in flags.items() if given != set_}
     if not goes_on_from(program, recorded, options, replay, client, task):
         return 2
     if (

@@ -87,6 +87,8 @@ class Client:
         self.last = (None, 0, 0, False)
         self.window = getattr(inner, "window", None)  # tokens, once the server has said it
         self.ratio = 1.0  # the server's count of prompt tokens against compaction's estimate
+        # how the person gave each setting a hint names: {AGENT_BASE_URL: "--base-url"}, ...
+        self.named = {}
         # every call id given so far, in any conversation (a helper's, a summary's): the
         # transcript and the page tell a helper's steps by the id of the call that started them
         self.ids = set()
@@ -111,8 +113,11 @@ class Client:
                 known,
                 quoting,
             )
-        except ContextFull as e:  # the server's own window, for the next request to fit
-            self.window = e.window or self.window
+        except RequestFailed as e:
+            if isinstance(e, ContextFull):  # the server's own window, for the next request to fit
+                self.window = e.window or self.window
+            # the hint names each setting the way the person gave it (--base-url, or the variable)
+            e.args = (worded(str(e), self.named), *e.args[1:])
             raise
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
@@ -175,6 +180,13 @@ def make_client(stream: bool = False, trace: bool = False, base_url: str | None 
     return Client(
         openai_client(base_url or config.BASE_URL, config.API_KEY, config.TIMEOUT), stream, trace
     )
+
+
+def worded(text: str, named: dict) -> str:
+    """text with each setting it names as the person gave it (named: {variable: flag})."""
+    for variable, given in named.items():
+        text = re.sub(rf"\b{variable}\b", given, text)
+    return text
 
 
 def wrap(client) -> Client:

@@ -327,3 +327,11 @@ def test_a_lesson_programs_help_names_the_program_and_its_tools(tmp_path):
     done = run_offline(tmp_path, "--help", program=program)
     assert done.returncode == 0 and "usage: " in done.stdout and "subagent.py" in done.stdout
     assert "its tools (read_file, write_file, run_shell, ask_helper)" in done.stdout
+
+
+def test_a_hint_names_the_setting_the_way_the_person_gave_it(agent, server):
+    # The address came from --base-url (the agent fixture gives it so): the hint says that flag.
+    server.add(Error(404, "no such route", times=3))
+    result = agent("--yes", "go")
+    assert result.returncode == 1 and "Check --base-url (many servers" in result.stderr
+    assert "AGENT_BASE_URL" not in result.stderr
