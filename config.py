@@ -142,7 +142,8 @@ SANDBOX = setting("AGENT_SANDBOX") == "1"
 # the sandbox keeps the network (pip install)
 SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"
 WORKDIR = HERE / "playground"
-RUNS = HERE / "runs"
+# where transcripts and the pause key are kept
+RUNS = Path(setting("AGENT_RUNS")).expanduser() if setting("AGENT_RUNS") else HERE / "runs"
 
 HELP_EPILOG = """\
 settings (flag > environment > the .env beside agent.py, never one in the current folder > default):
@@ -158,6 +159,7 @@ settings (flag > environment > the .env beside agent.py, never one in the curren
                        default: the model family's (deepseek 128000, qwen3 40960, ...)
   AGENT_SANDBOX        1: as --sandbox                                default off
   AGENT_SANDBOX_NETWORK 1: sandboxed commands keep the network         default off
+  AGENT_RUNS           the folder for transcripts and the pause key    default runs/ beside agent.py
 
 with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
   otherwise the task is read from standard input.

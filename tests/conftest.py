@@ -1,11 +1,19 @@
+import atexit
 import json
 import os
+import shutil
 import select
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+# Nothing a test runs keeps a transcript or a pause key in the checkout's runs/: a folder of this
+# worker's own, set before config.py reads it (tests/test_layout.py checks runs/ and playground/).
+os.environ["AGENT_RUNS"] = tempfile.mkdtemp(prefix="agent-test-runs-")
+atexit.register(shutil.rmtree, os.environ["AGENT_RUNS"], ignore_errors=True)
 
 import forkserver
 import pytest
@@ -44,6 +52,24 @@ linux_only = pytest.mark.skipif(
 )
 
 
+def checkout_files() -> dict:
+    """The files in the checkout's runs/ and playground/, with their times of change."""
+    found = {}
+    for folder in (ROOT / "runs", ROOT / "playground"):
+        for path in folder.rglob("*") if folder.is_dir() else []:
+            found[path] = path.stat().st_mtime_ns if path.is_file() else None
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def the_checkout_stays_as_it_was():
+    """No test writes into the checkout: runs/ and playground/ are the learner's (issue 35)."""
+    before = checkout_files()
+    yield
+    changed = sorted(str(p) for p, t in checkout_files().items() if before.get(p, -1) != t)
+    assert not changed, f"tests wrote into the checkout: {changed[:5]}"
+
+
 @pytest.fixture
 def server():
     s = ScriptedServer()
@@ -66,6 +92,7 @@ def clean_env(**extra: str) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("AGENT_", "OPENAI_")) and k != "DEEPSEEK_API_KEY"
     }
+    env["AGENT_RUNS"] = os.environ["AGENT_RUNS"]  # this worker's own, never the checkout's
     # Empty values count as set, so a developer's .env beside agent.py cannot fill them in.
     env.update(
         AGENT_API_KEY="",
@@ -293,6 +320,8 @@ def pdb_replay(
     """agent.py (or program) under pdb, replaying a lesson, with commands typed at the (Pdb)
     prompt; terminal: typed on a pseudo-terminal, as a person does, where a command asks for a yes
     (piped, it would pause), and Ctrl-D after them."""
+    if "--workdir" not in flags:  # the checkout's playground/ stays the learner's
+        flags = (*flags, "--workdir", str(tmp_path / "work"))
     command = [sys.executable, "-m", "pdb", str(program), "--replay", str(lesson), *flags]
     typed = held = None
     if terminal:
