@@ -1,8 +1,8 @@
 import atexit
 import json
 import os
-import shutil
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +13,6 @@ from pathlib import Path
 # Nothing a test runs keeps a transcript or a pause key in the checkout's runs/: a folder of this
 # worker's own, set before config.py reads it (tests/test_layout.py checks runs/ and playground/).
 os.environ["AGENT_RUNS"] = tempfile.mkdtemp(prefix="agent-test-runs-")
-atexit.register(shutil.rmtree, os.environ["AGENT_RUNS"], ignore_errors=True)
 
 import forkserver
 import pytest
@@ -22,6 +21,7 @@ from scripted_server import ScriptedServer, call, reply
 import agent as agent_module
 from realworld import replies
 
+atexit.register(shutil.rmtree, os.environ["AGENT_RUNS"], ignore_errors=True)
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
 KEY = "sk-test-7f3a9c-secret"
