@@ -28,7 +28,7 @@ from typing import NamedTuple
 import config
 from realworld import compaction, dialects, pauses, replies, transcripts
 from realworld.guards import say, shorten
-from tools import DEFAULT_TOOLS, declined, run_call
+from tools import DEFAULT_TOOLS, declined, run_call, schemas
 
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
 SYSTEM_PROMPT = (
@@ -142,9 +142,8 @@ def record_start(messages: list[dict], tools: list, transcript) -> None:
     if transcripts.is_empty(transcript):
         system = bool(messages) and messages[0]["role"] == "system"
         prompt, earlier = (messages[0]["content"], messages[1:]) if system else ("", messages)
-        offered = [tool.schema for tool in tools]
         transcripts.record(
-            transcript, "run/start", system_prompt=prompt, tools=offered, messages=earlier
+            transcript, "run/start", system_prompt=prompt, tools=schemas(tools), messages=earlier
         )
 
 

@@ -182,7 +182,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     if (
         options.resume
     ):  # the ids the recorded run gave, in every conversation: a new call takes none
-        client.ids |= {c["id"] for r in runs.requests(recorded) for c in calls_of(r.reply)}
+        client.ids |= {c["id"] for r in runs.requests(recorded) for c in r.calls}
     settings = {
         "model": options.model,
         "base_url": where,
@@ -269,15 +269,14 @@ def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
             "this program does not have; it goes on with this program's own agent"
         )
         agent = None
-    # a transcript written by hand may have no run/start
-    if not messages or messages[0]["role"] != "system":
-        messages.insert(0, {"role": "system", "content": system_prompt})
-    elif messages[0]["content"] != system_prompt:
+    if messages and messages[0]["role"] == "system" and messages[0]["content"] != system_prompt:
         say(
             "agent: the transcript's system prompt is not this agent's own (--show prints it); "
             "the conversation goes on with this agent's"
         )
-        messages[0] = {"role": "system", "content": system_prompt}
+    # this program's own words, at the head whatever the transcript held (one written by hand
+    # may have no run/start)
+    messages = runs.with_system_prompt(messages, system_prompt)
     offered = schemas(tools)
     transcripts.record(
         transcript,
@@ -288,11 +287,6 @@ def resumed(program: Program, recorded: list[dict], settings: dict, transcript):
         agent=agent,
     )
     return messages, tools
-
-
-def calls_of(reply: dict) -> list[dict]:
-    """The calls of a recorded reply."""
-    return reply["message"].get("tool_calls") or []
 
 
 def goes_on_from(program: Program, recorded: list[dict], options, replay, client, task) -> bool:

@@ -268,8 +268,9 @@ def summary_messages(summary: str, replaced=()) -> list[dict]:
 def applied(messages: list[dict], event: dict) -> list[dict]:
     """messages as a context/compacted event left them, a new list with new messages where they
     changed (realworld/runs.py: what an earlier request sent stays as it was)."""
-    replaced = recorded_placeholders(event)
-    if not replaced and not summary_span(messages, event):
+    # the span reads roles and counts alone: the placeholders below leave it where it is
+    replaced, span = recorded_placeholders(event), summary_span(messages, event)
+    if not replaced and not span:
         return messages  # nothing changed: the same list goes on
     messages = [
         {**m, "content": Compacted(replaced[m["tool_call_id"]], replies.quoted_texts([m]))}
@@ -277,7 +278,7 @@ def applied(messages: list[dict], event: dict) -> list[dict]:
         else m
         for m in messages
     ]
-    if span := summary_span(messages, event):
+    if span:
         said = replies.quoted_texts(messages[span])
         messages[span] = summary_messages(event["summary"]["text"], said)
     return messages

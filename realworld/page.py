@@ -513,7 +513,7 @@ def named(request: Request) -> str:
     """A request as the chart names it: the step of the run's own, a helper's or a summary's."""
     if request.under is None:
         return f"step {request.step}"
-    if str(request.under).startswith("compaction-"):
+    if runs.is_summary(request.under):
         return "a summary's request"
     return f"the helper's step {request.step}"
 
@@ -587,7 +587,7 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
             )
     elif kind == "user/message":
         asker = "user" if "under" not in event else "subagent, asked"
-        if str(event.get("under")).startswith("compaction-"):
+        if runs.is_summary(event.get("under")):
             asker = "asked for a summary"
         content = shorten(event["content"], 300) if "under" in event else event["content"]
         yield f"\n{asker}: {content}"

@@ -66,10 +66,12 @@ class Replay:
                 "were recorded"
             )
         recorded = self.requests[self.served]
-        if is_summary(recorded.under) != (system_prompt(messages) == compaction.SUMMARY_PROMPT):
+        if runs.is_summary(recorded.under) != (
+            system_prompt(messages) == compaction.SUMMARY_PROMPT
+        ):
             what = (
                 "a request for a summary, and the run asks for no summary"
-                if is_summary(recorded.under)
+                if runs.is_summary(recorded.under)
                 else "no request for a summary, and the run asks for one"
             )
             self.end(
@@ -152,11 +154,7 @@ class Replay:
     def other_tools(self, offered: list[str]) -> list[str]:
         """The tools the recorded replies call that are not among offered, this program's (a
         lesson made with examples/subagent.py, replayed by agent.py)."""
-        called = [
-            call["function"]["name"]
-            for request in self.requests
-            for call in request.reply["message"].get("tool_calls") or []
-        ]
+        called = [call["function"]["name"] for request in self.requests for call in request.calls]
         return sorted({name for name in called if name not in offered})
 
     def other_task(self, task: str) -> str:
@@ -224,15 +222,10 @@ def said(message: dict):
     return shown
 
 
-def is_summary(under) -> bool:
-    """Whether a request's conversation is a summary's (realworld/compaction.py)."""
-    return str(under).startswith("compaction-")
-
-
 def conversation_of(under) -> str:
     """Whose step a replay names: "" for the run's own, else the helper's or the summary's."""
     if under is None:
         return ""
-    if is_summary(under):
+    if runs.is_summary(under):
         return " of a summary's request"
     return f" of the helper under call {under}"

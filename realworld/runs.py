@@ -39,6 +39,11 @@ class Request(NamedTuple):
     def messages(self) -> list[dict]:
         return self.history[: self.count]
 
+    @property
+    def calls(self) -> list[dict]:
+        """The calls of the reply that answered it."""
+        return self.reply["message"].get("tool_calls") or []
+
 
 class Conversation:
     """One conversation as walk() has read it so far: its messages (a new list where one was
@@ -161,6 +166,12 @@ def repeated_id(events: list[dict]) -> str | None:
                 return f"two calls have the id '{shown}': a transcript that repeats it is refused"
             called.add(call["id"])
     return None
+
+
+def is_summary(under) -> bool:
+    """Whether a conversation is a summary's (realworld/compaction.py records it under
+    compaction-…), not the run's own nor a helper's."""
+    return str(under).startswith("compaction-")
 
 
 def recorded_tasks(events: list[dict]) -> list[str]:
