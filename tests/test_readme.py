@@ -1,10 +1,12 @@
 """The README's promises that a test can hold to."""
 
 import re
+from collections import Counter
 
 from conftest import AGENT, LESSON, ROOT, msg_line, pdb_replay
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+CHINESE = (ROOT / "README.zh.md").read_text(encoding="utf-8")
 
 
 def test_pdb_stops_after_msg_and_shows_the_sdk_objects(tmp_path):
@@ -91,17 +93,122 @@ def test_the_lesson_one_table_points_at_the_lines_that_hold_its_code():
 
 
 def test_the_chinese_readme_has_the_same_lesson_one_table():
-    chinese = (ROOT / "README.zh.md").read_text(encoding="utf-8")
-    assert lesson_one_rows(chinese) == lesson_one_rows(README)
+    assert lesson_one_rows(CHINESE) == lesson_one_rows(README)
+
+
+# README.zh.md says what README.md says, section by section (issue 35). What a reader copies or
+# looks up (code, commands, line numbers, links, the shape of each table) is the same in both;
+# only the prose is translated.
+
+
+def prose(readme: str) -> list[str]:
+    """The lines of a README outside its fenced code blocks."""
+    return re.sub(r"^```.*?^```$", "", readme, flags=re.M | re.S).splitlines()
+
+
+def code_blocks(readme: str) -> list[str]:
+    return re.findall(r"^```.*?^```$", readme, re.M | re.S)
+
+
+def spans(text: str) -> list[str]:
+    """The inline code spans of a text, sorted: their order may follow the language's."""
+    return sorted(re.findall(r"`([^`]+)`", text))
+
+
+def headings(readme: str) -> list[str]:
+    return [line for line in prose(readme) if line.startswith("#")]
+
+
+def sections(readme: str) -> list[str]:
+    """The text of each section, from its heading to the next: the n-th is the n-th heading's."""
+    return re.split(r"^(?=#)", "\n".join(prose(readme)), flags=re.M)[1:]
+
+
+def tables(readme: str) -> list[list[list[str]]]:
+    """Each table: its rows (the header and the |---| line included), each a list of cells."""
+    found, rows = [], []
+    for line in [*prose(readme), ""]:
+        if line.startswith("|"):
+            rows.append(re.split(r"(?<!\\)\|", line.strip())[1:-1])  # `\| head` is one cell
+        elif rows:
+            found.append(rows)
+            rows = []
+    return found
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lstrip("#").strip().lower()).replace(" ", "-")
+
+
+def links(readme: str, other: str) -> list[str]:
+    """The targets of a README's links in order; a heading's as its number, the other README's
+    as "the other README"."""
+    numbers = {"#" + slug(line): f"heading {n}" for n, line in enumerate(headings(readme))}
+    text = re.sub(r"`[^`]*`", "", "\n".join(prose(readme)))  # TOOL_MAP[name](**args) is no link
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    return [numbers.get(t, "the other README" if t == other else t) for t in targets]
+
+
+def test_the_chinese_readme_has_the_same_headings():
+    shape = [(line.split()[0], spans(line)) for line in headings(README)]
+    assert [(line.split()[0], spans(line)) for line in headings(CHINESE)] == shape
+
+
+def test_the_chinese_readme_has_the_same_code_blocks_in_the_same_order():
+    assert code_blocks(CHINESE) == code_blocks(README)
+
+
+def test_the_chinese_readme_has_tables_of_the_same_shape():
+    assert [[len(row) for row in table] for table in tables(CHINESE)] == [
+        [len(row) for row in table] for table in tables(README)
+    ]
+
+
+def test_every_table_cell_of_the_chinese_readme_has_the_same_code():
+    for english, chinese in zip(tables(README), tables(CHINESE), strict=True):
+        for english_row, chinese_row in zip(english, chinese, strict=True):
+            assert [spans(cell) for cell in chinese_row] == [spans(cell) for cell in english_row]
+
+
+def test_each_section_of_the_chinese_readme_has_the_same_code_spans():
+    for english, chinese in zip(sections(README), sections(CHINESE), strict=True):
+        extra = Counter(spans(chinese)) - Counter(spans(english))
+        missing = Counter(spans(english)) - Counter(spans(chinese))
+        assert not extra and not missing, f"{english.splitlines()[0]}: {extra=} {missing=}"
+
+
+def test_the_chinese_readme_has_the_same_links_in_the_same_order():
+    assert links(CHINESE, "README.md") == links(README, "README.zh.md")
+
+
+def test_the_chinese_readme_leaves_no_english_sentence():
+    # What the program prints ("a recorded reply") and code stay in English; a run of 8 English
+    # words outside them is a sentence left untranslated.
+    for line in prose(CHINESE):
+        words = re.sub(r"`[^`]*`|\]\([^)]*\)|\"[^\"]*\"|“[^”]*”", " ", line)
+        assert not re.search(r"[A-Za-z]+(?:[\s,;:.()'-]+[A-Za-z0-9]+){7}", words), line
+
+
+def test_the_chinese_readme_uses_the_words_a_chinese_developer_uses():
+    calques = ("接缝", "封存", "重放", "提示缓存", "审阅者", "过程输出", "原话")
+    calques += ("能持续的对话", "等你同意的运行")
+    assert [word for word in calques if word in CHINESE] == []
+
+
+def test_the_chinese_readme_calls_a_pause_code_a_confirmation_code():
+    # To a Chinese developer 代码 is source code; what --approve takes is a code to type, 确认码.
+    pause = sections(CHINESE)[headings(README).index("### A run that waits for your yes")]
+    approvals = "".join(line for line in prose(CHINESE) if "--approve" in line)
+    assert "确认码" in pause and "代码" not in pause + approvals
 
 
 def test_the_first_screen_links_the_chinese_readme_which_has_the_same_commands():
     first = README.split("\n## ")[0]
     assert "(README.zh.md)" in first
-    chinese = (ROOT / "README.zh.md").read_text(encoding="utf-8")
     for command in re.findall(r"^python3 -m venv .*$", first, re.M):
-        assert command.split(" && python agent.py")[0] in chinese
-    assert 'pip install -e ".[test]" && python -m pytest' in chinese
+        assert command.split(" && python agent.py")[0] in CHINESE
+    assert 'pip install -e ".[test]" && python -m pytest' in CHINESE
 
 
 def test_the_first_screen_says_how_long_the_tests_take_and_how_windows_differs():
