@@ -326,19 +326,23 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
     }
     try:
         outcome = program.run(task, messages, approvals=approvals, **settings)
-        if outcome.status == "context_full":  # refused as too long: compact all it can, once
+        refused = outcome.status == "context_full"
+        if refused and client.window:
+            # what the server said, for a --resume of this transcript to keep
+            transcripts.record(transcript, "context/window", window=client.window)
+        # refused as too long: compact all it can, once; where nothing can be compacted (the task
+        # alone is too long), the one line run() printed says so, and nothing is tried again
+        if refused and compaction.can_make_room(messages):
             if client.window:
                 say(f"agent: the model reads {client.window:,} tokens at most: compacting")
-                # what the server said, for a --resume of this transcript to keep
-                transcripts.record(transcript, "context/window", window=client.window)
             offered = schemas(tools)
             compaction.compact(messages, client, options.model, offered, transcript, refused=True)
             outcome = program.run(None, messages, **settings)
-        if outcome.status == "context_full":
-            say(
-                "agent: still too long after compacting: the task and its last results alone do "
-                "not fit; lower AGENT_MAX_OUTPUT, or start a new conversation"
-            )
+            if outcome.status == "context_full":
+                say(
+                    "agent: still too long after compacting: the task and its last results alone "
+                    "do not fit; lower AGENT_MAX_OUTPUT, or start a new conversation"
+                )
         return outcome
     except KeyboardInterrupt as e:  # tools.run_shell has already ended a running command
         if isinstance(e, Stopped):

@@ -170,6 +170,19 @@ class Compacted(str):
         return made
 
 
+def can_make_room(messages: list[dict]) -> bool:
+    """Whether compact(refused=True) has anything to make smaller: turns before the current one to
+    summarise, or a long tool result not yet a placeholder. A task too long on its own has not."""
+    first = start_of(messages)
+    earlier = messages[first : current_turn(messages)]
+    return not nothing_to_summarize(earlier) or any(
+        m["role"] == "tool"
+        and len(m.get("content") or "") > KEEP
+        and not is_placeholder(m.get("content") or "")
+        for m in messages[first:]
+    )
+
+
 def placeholders(messages: list[dict], start: int, end: int, transcript) -> dict:
     """Replace each long tool result in messages[start:end] by a placeholder, in place;
     {call id: placeholder}."""

@@ -111,10 +111,13 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 THINK_MARK = re.compile(
     r"<\|?/?[\w:|.-]{0,30}?(?:think|thought|reasoning)[\w:|.-]{0,30}?(?:\s[^<>]{0,100})?\|?>"
     r"|\[/?(?:THINK|THOUGHT|REASONING)\]|<\|(?:open|close)\|>think<\|sep\|>|<\|inner_(?:prefix|suffix)\|>"
-    r"|<\|channel\|>analysis",
+    r"|<\|channel\|>analysis"
+    # the name after the token: Gemma 4's <|channel>thought ... <channel|> (vLLM
+    # reasoning/gemma4_reasoning_parser.py), closed by the token's mirror
+    r"|<\|\w{1,20}>(?:thought|thinking|think|reasoning|analysis)\b|<channel\|>",
     re.I,
 )
-CLOSING = re.compile(r"/|end|close|suffix", re.I)
+CLOSING = re.compile(r"/|end|close|suffix|^<\w+\|>$", re.I)
 THINK_HEADER = re.compile(
     r"\s*Here(?: is|'s| are) my (?:thought process|reasoning steps?):\s*(.*?)"
     r"(?:\n\s*(?=Here(?: is|'s) my response:|\[BEGIN FINAL RESPONSE\])|$)",
@@ -275,6 +278,7 @@ TOKEN = (
     r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:|Action:\s*```(?:json)?"  # Command R
     r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|\u273f[A-Z_]{1,30}\u273f:?|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
+    r"|function call(?=<\|role_sep)"  # GigaChat 3's (vLLM gigachat3_tool_parser.py)
     r"|\s?to="
 )
 MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]}}]|```)+")  # after a call: a fence it opened too
@@ -386,10 +390,14 @@ HEAD = re.compile(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
 # FunctionGemma's and Gemma 4's {key:<escape>value<escape>, n:42}: keys bare, strings between
 # escape tokens (vLLM functiongemma_tool_parser.py, gemma4_tool_parser.py).
 GEMMA_OBJECT = re.compile(
-    r"\{((?:\s*\w{1,64}:(?:<escape>.*?<escape>|<\|\"\|>.*?<\|\"\|>|[^,{}<]{0,200})\s*,?)*)\}", re.S
+    r"\{((?:\s*\w{1,64}:(?:<escape>.*?<escape>|<\|\"\|>.*?<\|\"\|>|\"(?:[^\"\\]|\\.)*\""
+    r"|[^,{}<]{0,200})\s*,?)*)\}",
+    re.S,
 )
 GEMMA_PAIR = re.compile(
-    r"\s*(\w{1,64}):(?:<escape>(.*?)<escape>|<\|\"\|>(.*?)<\|\"\|>|([^,{}<]*))", re.S
+    r"\s*(\w{1,64}):(?:<escape>(.*?)<escape>|<\|\"\|>(.*?)<\|\"\|>|(\"(?:[^\"\\]|\\.)*\")"
+    r"|([^,{}<]*))",
+    re.S,
 )
 
 
@@ -398,8 +406,12 @@ def gemma_object(text: str, at: int):
     found = GEMMA_OBJECT.match(text, at)
     if not found or not found.group(1).strip():
         return None
-    pairs = GEMMA_PAIR.finditer(found.group(1))
-    arguments = {p.group(1): next(v for v in p.groups()[1:] if v is not None) for p in pairs}
+    arguments = {}
+    for p in GEMMA_PAIR.finditer(found.group(1)):
+        quoted = p.group(4) and json_at(p.group(4), 0)  # "g4q.txt": the value without quotes
+        arguments[p.group(1)] = (
+            quoted[0] if quoted else next(v for v in p.groups()[1:] if v is not None)
+        )
     return {k: v.strip() if isinstance(v, str) else v for k, v in arguments.items()}, found.end()
 
 
@@ -563,71 +575,257 @@ LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t
 CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
-# A sentence that announces the model's own next step, in the languages its users write
-ANNOUNCES = re.compile(
-    r"\b(?:let me|let's|let us|i'll|i will|i'm going to|i am going to|i need to|i shall|i'm now|"
-    r"i should|i can|i'd be happy|happy to help|we need to|we'll|we will|we should|"
-    r"now i|next,? i|first,? i|then i|this will|that will|"
-    r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|searching|"
-    r"saving|updating|editing|testing|installing|inspecting|calling|trying|starting|fixing|"
-    r"reviewing|examining|verifying|viewing|loading|fetching|making|adding|removing|deleting)\b|"
-    r"je vais|laissez-moi|laisse-moi|voyons|voy a|déjame|vamos a|ich werde|lass mich|"
-    r"vou|deixe-me|vamos|lascia(?:temi)? che|ora|adesso|ik ga|laat me|ik zal|"
-    r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|запускаю)\b"
-    r"|^\W*(?:first|next|then|now|finally)\b"  # "Now run it.", "First, the file."
-    r"|让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|下面|首先|然后|需要先|先看|先读"
-    r"|这就|马上|立即|立刻|まず|次に"
-    r"|第.步|步骤|ます|ましょう|겠습니다|할게요|볼게요|보겠|하겠",
-    re.I,
+# --- The words the rules read: one table, every language the project's users write -------------
+# Each rule that reads words takes them from CUES, a row per language and a column per rule;
+# tests/test_text_calls.py checks every rule in every language. What no row recognises is text:
+# a language missing from the table fails safe (no announcement is read, so nothing runs).
+# Entries are regular expressions. Rows of languages written with spaces are matched as whole
+# words (\b on both sides); Chinese, Japanese and Korean rows are matched anywhere.
+#   announces  the model's own next step, first person, present or future ("I'll", "我来")
+#   affirms    a word or two that says nothing of what follows ("Sure.", "好的。")
+#   presents   presents what follows ("Here is"): a call only when it also announces
+#   shows      shows, quotes, explains or imagines what follows ("show", "would"): never a call
+#   examples   names it an example, a format or a reference: never a call
+#   plans      introduces the model's own plan ("Here is my plan:")
+#   describes  says what something contains or looks like
+#   another    another actor acts: the model, an assistant, a named model family, a role label
+#   past       the action is done already ("I ran", "我运行了"): a recap
+#   call       the person's word for a tool call
+#   see        the person asks to see one ("show", "look like"): with call, a veto
+#   keep       the person asks that nothing run or change ("don't run", "不要修改"): a veto
+CUES = {
+    "en": {
+        "announces": r"let me(?! know)|let's|let us|i'll|i will|i'm going to|i am going to|"
+        r"i need to|i shall|i'm now|i should|i can|i'd be happy|happy to help|we need to|we'll|"
+        r"we will|we should|now i|next,? i|first,? i|then i|this will|that will|"
+        r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|"
+        r"searching|saving|updating|editing|testing|installing|inspecting|calling|trying|"
+        r"starting|fixing|reviewing|examining|verifying|viewing|loading|fetching|making|adding|"
+        r"removing|deleting)"
+        r"|^\W*(?:first|next|then|now|finally)",  # "Now run it.", "First, the file."
+        "affirms": r"sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|"
+        r"right|yes",
+        "presents": r"here is|here's|here are|here it is|below is|give you",
+        "shows": r"show\w*|quot\w*|past\w*|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|"
+        r"explain\w*|break (?:it|this) down",
+        "examples": r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|"
+        r"like this|like so|such as|sample|format|syntax|for reference|is how|are how|this way|"
+        r"typical|written as",
+        "plans": r"(?:my plan|the plan|plan|my steps|the steps)\s*[:：]",
+        "describes": r"looks? like|contains?|says",
+        "another": r"the (?:model|assistant|llm|parser|bot)|"
+        r"(?:it|he|she|they) (?:writes|outputs|emits|returns|sends|produces|generates|replies|"
+        r"responds|answers|says|calls)|(?:assistant|model|output|response|ai)\s*:",
+        "past": r"i (?:ran|wrote|did|executed|created|called|invoked|used|typed|sent|edited|saved|"
+        r"changed)|(?:i've|i have|i had|we've|we have)(?: already| just)? (?:run|written|done|"
+        r"executed|created|called|invoked|used|typed|sent|edited|saved|changed|made)|"
+        r"(?:was|were) (?:run|written|executed|called)",
+        "call": r"tool[ _-]?calls?|function[ _-]?calls?|the call|a call|json for",
+        "see": r"show|look like|looks like|example|give me|write out|just|only|tell me",
+        "keep": r"don't run|do not run|without running|don't execute|do not execute|"
+        r"don't change|do not change|without changing|change nothing|don't modify|do not modify|"
+        r"don't touch|do not touch",
+    },
+    "zh": {
+        "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|"
+        r"下面我|首先|"
+        r"然后|需要先|先看|先读|这就|马上|立即|立刻|第.步|步骤",
+        "affirms": r"好的|好|行|可以|没问题|收到|明白|了解",
+        "presents": r"下面是|以下是|这是",
+        "shows": r"展示|演示|示范|给你看|讲解|解释|带你",
+        "examples": r"例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|"
+        r"形如|参考|"
+        r"模板|以上|上面|就是",
+        "plans": r"计划|步骤",
+        "describes": r"内容",
+        "another": r"模型|助手|它(?:会)?(?:输出|写|返回|生成|调用)|解析器|输出[:：]|回复[:：]",
+        "past": r"(?:运行|执行|写入?|调用|创建|读取?|修改|跑)(?:过|了)|我已经|刚才|刚刚",
+        "call": r"调用",
+        "see": r"不要|别|只|示例|例子|显示|看看|什么样|怎么写|长什么样",
+        "keep": r"不要(?:运行|执行|修改|改|动)|别(?:运行|执行|修改|改|动)|不用(?:运行|执行)|"
+        r"不(?:要)?改动?任何|不(?:要)?做任何(?:修改|改动)",
+    },
+    "ja": {
+        "announces": r"まず|次に|ます|ましょう",
+        "affirms": r"はい|わかりました",
+        "presents": r"以下は|これは|これが",
+        "shows": r"示します|見せ|説明",
+        "examples": r"例えば|例を|の例|以下のよう|このよう|形式|書式",
+        "plans": r"手順|計画",
+        "describes": r"の内容",
+        "another": r"モデル|アシスタント|出力[:：]",
+        "past": r"ました|でした",
+        "call": r"呼び出し",
+        "see": r"見せ|どのよう|どんな|例|だけ",
+        "keep": r"実行しないで|実行せず|変更しないで|変更せず|書き換えないで|書き換えず|"
+        r"何も変更しない",
+    },
+    "ko": {
+        "announces": r"겠습니다|할게요|볼게요|보겠|하겠",
+        "affirms": r"네|알겠습니다",
+        "presents": r"다음은|이것은",
+        "shows": r"보여|설명",
+        "examples": r"예를|예시|다음과|형식|방식",
+        "plans": r"계획",
+        "describes": r"내용",
+        "another": r"모델|어시스턴트|출력[:：]",
+        "past": r"했습니다|했어요|었습니다|았습니다",
+        "call": r"호출",
+        "see": r"보여|어떻게|예시|만",
+        "keep": r"실행하지 마|바꾸지 마|수정하지 마|변경하지 마",
+    },
+    "fr": {
+        "announces": r"je vais|laissez-moi|laisse-moi|voyons|maintenant",
+        "affirms": r"d'accord|bien|oui",
+        "presents": r"voici|voilà",
+        "shows": r"montr\w*|expliqu\w*|cit\w*",
+        "examples": r"par exemple|exemple|comme ceci",
+        "plans": r"mon plan|le plan|plan\s*[:：]",
+        "describes": r"ressemble|ainsi|contient",
+        "another": r"le modèle|l['’]assistant|il (?:écrit|renvoie|produit|génère|répond)",
+        "past": r"j['’]ai (?!besoin|envie)\w+|nous avons \w+é",
+        "call": r"appels?",
+        "see": r"montre\w*|ressemble|exemple|juste|seulement",
+        "keep": r"ne (?:l['’])?(?:lance|exécute|change|modifie|touche|écris) (?:rien|pas)|"
+        r"sans (?:l['’])?(?:exécuter|lancer|rien changer)",
+    },
+    "es": {
+        "announces": r"voy a|déjame|vamos a|ahora",
+        "affirms": r"claro|vale|bien|sí",
+        "presents": r"aquí",
+        "shows": r"mostr\w*|muestr\w*|explic\w*|cit\w*",
+        "examples": r"por ejemplo|ejemplo",
+        "plans": r"mi plan|el plan|plan\s*[:：]",
+        "describes": r"así|contiene",
+        "another": r"el modelo|el asistente",
+        "past": r"(?:he|hemos|había) \w+(?:ado|ido)|ejecuté|escribí|corrí|hice|usé|creé",
+        "call": r"llamadas?",
+        "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo|solo|sólo",
+        "keep": r"no (?:lo )?(?:ejecutes|cambies|modifiques|escribas|toques)|sin ejecutar|"
+        r"sin cambiar",
+    },
+    "de": {
+        "announces": r"ich werde|werde ich|lass mich|jetzt|nun",
+        "affirms": r"gut|klar|ja",
+        "presents": r"hier ist|hier sind",
+        "shows": r"zeig\w*|erklär\w*|zitier\w*|würde",
+        "examples": r"zum beispiel|beispiel\w*",
+        "plans": r"mein plan|der plan|plan\s*[:：]",
+        "describes": r"sieht so aus|enthält|so schreibt",
+        "another": r"das modell|der assistent|es (?:schreibt|gibt|erzeugt|antwortet)",
+        "past": r"ich habe|ich hatte|wir haben|habe ich|hatte ich",
+        "call": r"aufrufs?|aufruf\w*|funktionsaufruf\w*|toolaufruf\w*",
+        "see": r"zeig\w*|sieht|aussieht|beispiel|nur",
+        "keep": r"nicht ausführen|führ\w* (?:ihn |es )?nicht aus|ändere nichts|nichts ändern|"
+        r"nicht ändern",
+    },
+    "pt": {
+        "announces": r"vou|deixe-me|vamos|agora",
+        "affirms": r"claro|certo|sim",
+        "presents": r"aqui está|aqui estão",
+        "shows": r"mostr\w*|explic\w*|cit\w*",
+        "examples": r"por exemplo|exemplo",
+        "plans": r"meu plano|o plano|plano\s*[:：]",
+        "describes": r"assim|contém",
+        "another": r"o modelo|o assistente",
+        "past": r"executei|escrevi|rodei|fiz|criei|usei|chamei",
+        "call": r"chamadas?",
+        "see": r"mostr\w*|como (?:é|fica)|exemplo|só|apenas",
+        "keep": r"não (?:execute|rode|altere|mude|modifique|escreva)|sem executar|sem alterar",
+    },
+    "it": {
+        "announces": r"lascia(?:temi)? che|ora|adesso|\w+erò|\w+irò|\w+arò",
+        "affirms": r"certo|va bene|sì",
+        "presents": r"ecco",
+        "shows": r"mostr\w*|spieg\w*|cit\w*",
+        "examples": r"per esempio|esempio",
+        "plans": r"il mio piano|il piano|piano\s*[:：]",
+        "describes": r"così|contiene",
+        "another": r"il modello|l['’]assistente",
+        "past": r"ho (?:eseguito|scritto|fatto|lanciato|creato|usato|chiamato)|"
+        r"abbiamo \w+(?:ato|uto|ito)",
+        "call": r"chiamat[ae]",
+        "see": r"mostr\w*|come (?:è|appare)|esempio|solo",
+        "keep": r"non (?:eseguire|eseguirlo|modificare|cambiare|scrivere|toccare)|senza eseguire|"
+        r"senza modificare",
+    },
+    "nl": {
+        "announces": r"ik ga|laat me|ik zal|nu",
+        "affirms": r"goed|prima|ja",
+        "presents": r"hier is",
+        "shows": r"toon\w*|laat zien|uitleg\w*",
+        "examples": r"bijvoorbeeld|voorbeeld",
+        "plans": r"mijn plan|het plan|plan\s*[:：]",
+        "describes": r"ziet er zo uit|bevat",
+        "another": r"het model|de assistent",
+        "past": r"ik heb|ik had|we hebben|heb ik",
+        "call": r"aanroep\w*",
+        "see": r"toon|laat .{0,20}zien|ziet|voorbeeld|alleen",
+        "keep": r"niet uitvoeren|voer (?:het )?niet uit|verander niets|niets veranderen",
+    },
+    "ru": {
+        "announces": r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
+        r"запускаю",
+        "affirms": r"хорошо|ладно|понял|да",
+        "presents": r"вот",
+        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*",
+        "examples": r"например|пример\w*|образец",
+        "plans": r"мой план|план\s*[:：]",
+        "describes": r"выглядит|содержит|так",
+        "another": r"модель|ассистент|(?:она|он) (?:пишет|выдаёт|выдает|возвращает)",
+        "past": r"я (?:\w+л|\w+ла)|запустил\w*|выполнил\w*|написал\w*|сделал\w*|создал\w*|"
+        r"вызвал\w*",
+        "call": r"вызов\w*",
+        "see": r"покаж\w*|выглядит|пример|только",
+        "keep": r"не (?:запускай|выполняй|меняй|изменяй|пиши|трогай)|ничего не (?:меняй|изменяй)|"
+        r"без запуска",
+    },
+}
+SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole words
+# Model families named in a sentence: another model acts (a comparison of formats, a tutorial)
+FAMILY_NAMES = (
+    r"hermes|qwen\w*|kimi|llama|mistral|mixtral|gemma|deepseek|glm|minimax|granite|phi-?\d|"
+    r"gpt-oss|gpt-\d\w*|claude|gemini|jamba|functionary|xlam|lfm\d?|olmo|"
+    r"seed-oss|ernie|hunyuan|gigachat\w*|nemotron|magistral|devstral|harmony"
 )
-# A word or two that says nothing of what follows
-AFFIRMS = re.compile(
-    r"(?:sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|right|yes|"
-    r"好的|好|行|可以|没问题|收到|明白|了解|はい|わかりました|네|알겠습니다|d'accord|claro|vale|bien|"
-    r"gut|klar|хорошо|ладно|понял)\W*",
-    re.I,
+
+
+# Words for "example" in languages without a row: a mention in them is text all the same
+ELSEWHERE = {
+    "examples": r"przykład|örnek|exempel|contoh|παράδειγμα|příklad|приклад|ví dụ|mfano|esimerkki|"
+    r"उदाहरण|مثال|ตัวอย่าง|למשל|जैसे"
+}
+
+
+def cue(rule: str) -> re.Pattern:
+    """One pattern for a rule, from its column in every row of CUES."""
+    spaced = "|".join(CUES[lang][rule] for lang in SPACED)
+    other = "|".join([*(CUES[lang][rule] for lang in CUES if lang not in SPACED)])
+    other += f"|{ELSEWHERE[rule]}" if rule in ELSEWHERE else ""
+    return re.compile(rf"(?<!\w)(?:{spaced})(?!\w)|{other}", re.I)
+
+
+ANNOUNCES, PRESENTS, SHOWS, EXAMPLES, PLANS, DESCRIBES, PAST = (
+    cue(rule)
+    for rule in ("announces", "presents", "shows", "examples", "plans", "describes", "past")
 )
-# A sentence that presents, shows or quotes what follows rather than doing it
-PRESENTS = re.compile(
-    r"\b(?:here is|here's|here are|here it is|below is|show\w*|give you|quot\w*|past\w*|"
-    r"demonstrat\w*|illustrat\w*|would|voici|voilà|montr\w*|hier ist|zeig\w*|aquí|"
-    r"mostr\w*|ecco|вот|показ\w*|покаж\w*|hier is)\b"
-    r"|展示|演示|示范|给你看|下面是|以下是|这是|示します|見せ|これが|다음은|보여",
-    re.I,
+# the whole sentence is the word or two, and what follows it is punctuation
+AFFIRMS = re.compile(rf"(?:{'|'.join(row['affirms'] for row in CUES.values())})\W*", re.I)
+# a family's name in prose, not in its markup (<minimax:tool_call>)
+ANOTHER = re.compile(
+    rf"{cue('another').pattern}|(?<![\w<:|/-])(?:{FAMILY_NAMES})(?![\w|>-]|:\w)", re.I
 )
-# A sentence that names what follows an example, a format or a reference: never a call
-EXAMPLES = re.compile(
-    r"\b(?:for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|like this|"
-    r"like so|such as|sample|format|syntax|for reference|is how|are how|this way|typical|"
-    r"written as|par exemple|exemple|comme ceci|por ejemplo|ejemplo|zum beispiel|beispiel\w*|"
-    r"exemplo|esempio|например|пример\w*|образец|voorbeeld|przykład|örnek|exempel|contoh|"
-    r"παράδειγμα|příklad|приклад|ví dụ|mfano|esimerkki)\b"
-    r"|例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|形如|参考|模板|以上|上面|就是"
-    r"|例えば|例を|の例|以下のよう|このよう|形式|書式|예를|예시|다음과|형식|방식|उदाहरण|مثال|ตัวอย่าง|למשל|जैसे",
-    re.I,
-)
-# A sentence that introduces the model's own plan: "Here is my plan:", "计划："
-PLANS = re.compile(
-    r"\b(?:my plan|the plan|plan|my steps|the steps)\s*[:：]|计划|步骤|手順|계획", re.I
-)
-# A sentence that says what something contains or looks like: no call, unless it announces one
-DESCRIBES = re.compile(
-    r"\b(?:looks? like|contains?|says|ressemble|ainsi|así|sieht so aus|enthält|so schreibt|assim|"
-    r"così|выглядит|содержит|так)\b|内容|の内容",
-    re.I,
-)
+ASKS_TO_SEE = (cue("call"), cue("see"))
+KEEPS = cue("keep")
 # Structure above a call that makes it part of a document: a heading, a line of bold, an rST
 # directive or literal block
 DOCUMENT_LINE = re.compile(
     r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$|\.\. [\w-]+::)|.*::\s*$"
 )
-# The person's message asks to see a call rather than to have it run
-ASKS_FOR_A_CALL = re.compile(
-    r"(?=.*(?:\b(?:tool[ _-]?calls?|function[ _-]?calls?|the call|a call|json for|llamada|appel|"
-    r"aufruf|вызов)\b|调用|呼び出し|호출))"
-    r"(?=.*(?:\b(?:show|look like|example|give me|write out|don't run|do not run|without running|"
-    r"just|only)\b|不要|别|只|示例|例子|显示|見せ|보여))",
-    re.I | re.S,
+# The scripts the rows are written in: a person's message in none of them cannot be read for a
+# veto, so no call written as text runs (fails safe)
+READ_SCRIPTS = re.compile(
+    r"[A-Za-z\u00c0-\u024f\u0400-\u04ff\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]"
 )
 
 
@@ -655,7 +853,9 @@ def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> b
             bool(before.strip())
             and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before))
         )
-        or (bool(after.strip()) and not MARKUP.fullmatch(after))  # the sentence goes on after it
+        # the sentence goes on after it; not after a closing token, which ends the call, with a
+        # new sentence after it (LFM2's "…<|tool_call_end|>Checking the current status.")
+        or (bool(after.strip()) and not MARKUP.fullmatch(after) and not new_sentence(text, end))
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
         or (not before.strip() and opened_above(above))
@@ -669,6 +869,19 @@ def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> b
     )
 
 
+CLOSED = re.compile(
+    r"(?:<\|[^<>|\n]{0,40}end[^<>|\n]{0,40}\|>|</[\w:.-]{1,64}>|<[\w:.-]{1,40}\|>)\Z"
+)
+
+
+def new_sentence(text: str, end: int) -> bool:
+    """Whether the markup before text[end] closes with a token and a new sentence starts there."""
+    first = text[end : end + 20].lstrip(" ")[:1]
+    return bool(CLOSED.search(text[max(0, end - 90) : end])) and (
+        first.isupper() or (first.isalpha() and not first.isascii())
+    )
+
+
 def unannounced(
     text: str, start: int, end: int, line_start: int, last: bool, after_a_call: bool
 ) -> bool:
@@ -679,6 +892,9 @@ def unannounced(
     introductions = [before]
     if not before or TOKEN_START.match(text, line_start):
         introductions.append(above_list(text, line_start))
+        above = previous_line(text, line_start)  # a list's item right above: "2. It emits:"
+        if LIST_ITEM.match(above) and vetoes(last_sentence(above).strip()):
+            return True
     # a fence above ends a code block: it introduces nothing
     introductions = [w for w in introductions if w and not FENCE_LINE.fullmatch(w)]
     if any(not announces(words, after_a_call) for words in introductions):
@@ -697,21 +913,45 @@ TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
 
 def announces(words: str, lenient: bool) -> bool:
     """Whether text next to a call lets it be a call: its sentence announces the model's own next
-    step without showing, quoting or exemplifying something, or it is a word or two that says
-    nothing of it ("Sure.", "好的。"). lenient (between calls): any sentence that does not introduce
-    an example or a description."""
+    step, or it is a word or two that says nothing of it ("Sure.", "好的。"). lenient (between
+    calls, and a list's item above a call): any sentence that vetoes() nothing."""
     sentence = last_sentence(words).strip()
-    if EXAMPLES.search(sentence) or DOCUMENT_LINE.match(sentence):
+    if vetoes(sentence):
         return False
-    if PLANS.search(sentence):
-        return True
-    if PRESENTS.search(sentence):
-        return False
-    if ANNOUNCES.search(sentence):
+    if PLANS.search(sentence) or ANNOUNCES.search(sentence):
         return True
     if sentence[-1:] in COLONS or DESCRIBES.search(sentence):
         return False
     return lenient or bool(AFFIRMS.fullmatch(sentence))
+
+
+def vetoes(sentence: str) -> bool:
+    """Whether a sentence makes what follows it a mention, whoever runs it: it names an example or
+    heads a document section; another actor acts ("the model writes", "模型输出", "Hermes:") or
+    the action is past ("I ran", "我运行了"); it shows, quotes or explains; or it presents what
+    follows ("Here is") without announcing the model's own step ("Here's the file I'll write")."""
+    return bool(
+        EXAMPLES.search(sentence)
+        or DOCUMENT_LINE.match(sentence)
+        or ANOTHER.search(sentence)
+        or PAST.search(sentence)
+        or SHOWS.search(sentence)
+        or (
+            PRESENTS.search(sentence) and not (ANNOUNCES.search(sentence) or PLANS.search(sentence))
+        )
+    )
+
+
+def keeps_from_running(asked: str) -> bool:
+    """Whether the person's last message vetoes every call written as text: it asks to see a call
+    ("what does the call look like", "只显示调用"), or that nothing run or change ("don't change
+    anything", "不要修改"); or it is written in a script no row of CUES reads, so that neither can
+    be known (fails safe)."""
+    call, see = ASKS_TO_SEE
+    if KEEPS.search(asked) or (call.search(asked) and see.search(asked)):
+        return True
+    letters = sum(c.isalpha() for c in asked)
+    return letters >= 4 and len(READ_SCRIPTS.findall(asked)) * 2 < letters
 
 
 PAIRS = [("\u201c", "\u201d"), ("\u300c", "\u300d"), ("\u300e", "\u300f"), ("\u00ab", "\u00bb")]
@@ -835,15 +1075,17 @@ def recover_tool_calls(
     to see a call rather than have it run, no call written as text runs. Returns (calls, the
     content without them and their markup, what happened); ([], content, []) when there are
     none."""
-    if ASKS_FOR_A_CALL.match(asked[:10_000]):
+    if keeps_from_running(asked[:10_000]):
         return [], content, []
     rest = split_thinking(content)[1]
     # where it stands: at the end, or inside a wrapper it came out of (<answer>...</answer>)
     offset = content.rfind(rest) if rest.strip() else -1
     if offset < 0:  # nothing after thinking, or harmony's final channel: no calls in it
         return [], content, []
-    outside, calls, kept, at, quoted = outside_code(rest), [], [], 0, None
-    found_units = units(rest, payloads(rest, known))
+    found = payloads(rest, known)
+    fences = call_fences(rest, found)  # a fence that says it is a call is no code
+    outside, calls, kept, at, quoted = outside_code(rest, fences), [], [], 0, None
+    found_units = in_fences(units(rest, found), fences)
     for number, (start, end, found) in enumerate(found_units, 1):
         if mention(rest, start, end, outside, number == len(found_units), bool(calls)):
             continue
@@ -923,10 +1165,26 @@ FAMILIES = [
         r"<\|tool_calls?_section_begin\|>|<\|tool_call_begin\|>",
     ),
     (
+        "Gemma 4",
+        "vLLM tool_parsers/gemma4_tool_parser.py, reasoning/gemma4_reasoning_parser.py",
+        r"<\|tool_call>|<\|channel>",
+    ),
+    ("FunctionGemma", "vLLM tool_parsers/functiongemma_tool_parser.py", r"<start_function_call>"),
+    (
+        "Gemma 3 (a ```tool_code fence)",
+        "Google's Gemma function-calling guide (its API docs); google-gemma/cookbook",
+        r"```tool_code",
+    ),
+    (
+        "GigaChat 3",
+        "vLLM tool_parsers/gigachat3_tool_parser.py",
+        r"function call<\|role_sep\|>|<\|function_call\|>",
+    ),
+    (
         "DeepSeek V3, R1 and V3.1",
         "vLLM tool_parsers/deepseekv3_tool_parser.py, deepseekv31_tool_parser.py; "
         "llama.cpp common/chat-parser.cpp common_chat_parse_deepseek_r1",
-        rf"<{B}tool.call",
+        rf"<{B}tool\u2581call|<\uff5c",  # DeepSeek's ▁ and fullwidth bars
     ),
     (
         "Mistral, Mixtral, Nemo, Small, Magistral, Devstral, Ministral 3",
@@ -943,6 +1201,11 @@ FAMILIES = [
         "vLLM tool_parsers/pythonic_tool_parser.py, llama4_pythonic_tool_parser.py, "
         "olmo3_tool_parser.py",
         r"<\|python_start\|>|<function_calls>|<\|tool_call_start\|>|\w\(",
+    ),
+    (
+        "Qwen2.5-Coder, xLAM (JSON in a fence that is the whole reply)",
+        "vLLM tool_parsers/qwen2_5_coder_tool_parser.py, xlam_tool_parser.py",
+        r"\A\s*```(?:json)?\s*[\[{]",
     ),
     (
         "Llama 3.x JSON, Granite 3, Phi-4-mini, xLAM, Jamba, Nemotron, FireFunction, Apertus",
@@ -967,12 +1230,12 @@ def first_opening(text: str, known=()) -> int | None:
     return next((m.start() for m in pattern.finditer(text) if outside(m.start())), None)
 
 
-def outside_code(text: str):
-    """A test of a position in text: whether it is outside fenced blocks (``` or ~~~), `inline`
-    code, and lines indented as code or quoted with >. The fences, spans and line starts are found
-    once, and each position is looked up in them by bisection: a reply of thousands of spans or
-    openers is read in one pass."""
-    blocks = fenced_blocks(text)
+def outside_code(text: str, calls=()):
+    """A test of a position in text: whether it is outside fenced blocks (``` or ~~~; but the
+    fences in calls, from call_fences()), `inline` code, and lines indented as code or quoted with
+    >. The fences, spans and line starts are found once, and each position is looked up in them by
+    bisection: a reply of thousands of spans or openers is read in one pass."""
+    blocks = [block for block in fenced_blocks(text) if block not in calls]
     block_starts = [start for start, _end in blocks]
     spans = [m.span() for m in INLINE_CODE.finditer(text)]  # in order, never overlapping
     starts = [start for start, _end in spans]
@@ -1012,6 +1275,61 @@ def fenced_blocks(text: str) -> list[tuple[int, int]]:
             blocks.append((opened[2], fence.end()))
             opened = None
     return blocks + ([(opened[2], len(text))] if opened else [])
+
+
+# What a fence's label says when the fence holds a call: Gemma 3's ```tool_code (Google's Gemma
+# function-calling guide, google-gemma/cookbook), and the names chat templates give calls
+CALL_LABEL = re.compile(
+    r"(?:tool|function|func)[_ -]?(?:code|calls?|use|request)|tool|function|call|action", re.I
+)
+
+
+def call_fences(text: str, found: list[tuple]) -> list[tuple[int, int]]:
+    """The fences that are calls by what they say: one labelled as a call (```tool_code), or one
+    that is the whole text and holds only payloads (Qwen2.5-Coder's and xLAM's ```json reply on a
+    server without a tool parser). found: payloads() of text."""
+    fences = []
+    for start, end in fenced_blocks(text):
+        label = FENCE_LINE.match(text, start).group(2).strip()
+        inside = [p for p in found if start < p[2] and p[3] <= end]
+        if not inside:
+            continue
+        if CALL_LABEL.fullmatch(label) or (
+            not text[:start].strip()
+            and not text[end:].strip()
+            and only_payloads(text, start, end, inside)
+        ):
+            fences.append((start, end))
+    return fences
+
+
+def only_payloads(text: str, start: int, end: int, inside: list[tuple]) -> bool:
+    """Whether a fence holds nothing but payloads, and list punctuation between them: a model
+    fences its own JSON call so, while a fence around markup (<tool_call>) shows a format."""
+    at, close = text.find("\n", start) + 1, text.rfind("\n", start, end)
+    between = []
+    for _name, _arguments, p_start, p_end in inside:
+        between.append(text[at:p_start])
+        at = p_end
+    between.append(text[at:close])
+    return all(LIST_PUNCTUATION.fullmatch(piece) for piece in between)
+
+
+LIST_PUNCTUATION = re.compile(r"[\s,;\[\]]*")
+
+
+def in_fences(found_units: list[tuple], fences: list[tuple[int, int]]) -> list[tuple]:
+    """Units with those inside one call fence joined into one unit that spans the fence."""
+    joined = []
+    for start, end, found in found_units:
+        fence = next(((a, b) for a, b in fences if a <= start < b), None)
+        if fence and joined and joined[-1][0] == fence[0]:
+            joined[-1] = (fence[0], fence[1], [*joined[-1][2], *found])
+        elif fence:
+            joined.append((fence[0], fence[1], found))
+        else:
+            joined.append((start, end, found))
+    return joined
 
 
 INLINE_CODE = re.compile(r"`[^`\n]+`")

@@ -598,15 +598,27 @@ def quotable(messages: list[dict]) -> tuple[list[str], str]:
 
 
 def quoted_texts(messages: list[dict]) -> list[str]:
-    """What the person wrote and the tools returned in messages, with the texts compaction put a
+    """What the person wrote and the tools returned in messages, and the calls made in them (a
+    call written again as text is a recap, never run twice), with the texts compaction put a
     placeholder or a summary in the place of (compaction.Compacted): a call once read in a tool
-    result stays a repeat after compaction."""
+    result, or made, stays a repeat after compaction."""
     texts = []
     for message in messages:
         content = message.get("content")
         if message.get("role") in ("user", "tool") and isinstance(content, str):
             texts += [content, *getattr(content, "replaced", ())]
+        texts += [made(call) for call in message.get("tool_calls") or [] if isinstance(call, dict)]
     return texts
+
+
+def made(call: dict) -> str:
+    """A call the conversation made, as the JSON payload dialects reads it in."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError, RecursionError):
+        arguments = {}
+    return json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
 
 
 def reply_message(
@@ -885,11 +897,12 @@ def explain(error: Exception, base_url: str, model: str) -> str:
         size = window_of(error)
         hint = (
             f"The conversation is longer than the model's context window ({size:,} tokens): "
-            "the agent compacts it and tries once more."
+            "the agent compacts earlier turns and long results, if there are any, and tries once "
+            "more; a task too long on its own needs a shorter task or a larger window."
             if size
             else "The conversation is longer than the model's context window, which the server "
-            "did not say: the agent compacts it and tries once more; set AGENT_CONTEXT_WINDOW "
-            "to the window, and it compacts in time."
+            "did not say: the agent compacts earlier turns and long results, if there are any, "
+            "and tries once more; set AGENT_CONTEXT_WINDOW to the window, and it compacts in time."
         )
     elif status in (400, 404) and re.search(rf"(?<![\w.-]){re.escape(model)}(?![\w.-])", detail):
         hint = f"The server does not accept the model {model!r}; check AGENT_MODEL."
@@ -898,7 +911,8 @@ def explain(error: Exception, base_url: str, model: str) -> str:
                 " deepseek-chat and deepseek-reasoner were retired in July 2026: use "
                 "deepseek-flash."
             )
-    return f"the server answered HTTP {status}: {detail}\n{hint}"
+    between = " " if context_full(error) else "\n"  # a context refusal is said in one line
+    return f"the server answered HTTP {status}: {detail}{between}{hint}"
 
 
 def error_text(error) -> str:

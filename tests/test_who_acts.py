@@ -1,0 +1,461 @@
+# ruff: noqa: RUF001 -- fullwidth colons and words in other scripts are what models write
+"""Calls written as text, the next layer (issue #34): a call is run only where it stands as the
+model's own next action; the person's words veto; fences and thinking are read by what they say.
+
+Sources, family by family:
+- fences labelled as calls: Google's Gemma function-calling guide and google-gemma/cookbook
+  (Gemma 3 wraps its call in ```tool_code); a fence that is the whole reply: vLLM
+  tool_parsers/qwen2_5_coder_tool_parser.py and xlam_tool_parser.py;
+- thinking named after its token: vLLM reasoning/gemma4_reasoning_parser.py
+  (<|channel>thought ... <channel|>); values in Gemma's calls: vLLM
+  tool_parsers/gemma4_tool_parser.py;
+- a call then a sentence: LFM2's model card and vLLM tool_parsers/lfm2_tool_parser.py;
+- GigaChat 3: vLLM tool_parsers/gigachat3_tool_parser.py (function call<|role_sep|>, and
+  <|function_call|>).
+"""
+
+import json
+
+import pytest
+from conftest import events_of
+from scripted_server import Error, ScriptedServer, call, reply
+
+import agent as agent_module
+from realworld import dialects
+
+KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
+WRITE = ("write_file", {"path": "a.txt", "content": "hi"})
+HERMES = (
+    '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n'
+    "</tool_call>"
+)
+PLAN_LIST = "\n1. a.txt\n2. b.txt\n\n"
+
+
+def recovered(text: str, quoted_in=(), asked: str = "") -> list:
+    calls = dialects.recover_tool_calls(text, KNOWN, quoted_in, asked)[0]
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
+
+
+# --- One table of cue words, every rule in every language -----------------------------------------
+
+# For each language of dialects.CUES, one sentence for each rule; "ask" is the person's message
+# that asks to see a call (the call and see columns), "keep" the one that asks that nothing change.
+SAMPLES = {
+    "en": {
+        "announces": "I'll write the file now:",
+        "affirms": "Sure.",
+        "presents": "Here is the file:",
+        "shows": "Let me show you the call:",
+        "examples": "For example:",
+        "plans": "My plan:",
+        "describes": "The config contains:",
+        "another": "Then the model writes:",
+        "past": "Then I ran:",
+        "ask": "What does a tool call that writes a.txt look like?",
+        "keep": "Don't change anything, just tell me what you would write to a.txt.",
+    },
+    "zh": {
+        "announces": "我来写入文件：",
+        "affirms": "好的。",
+        "presents": "这是文件：",
+        "shows": "我给你演示一下：",
+        "examples": "例如：",
+        "plans": "计划：",
+        "describes": "文件内容：",
+        "another": "第二步：模型输出：",
+        "past": "然后我运行了：",
+        "ask": "write_file 调用是什么样的？",
+        "keep": "不要修改任何东西，只告诉我你会写什么。",
+    },
+    "ja": {
+        "announces": "ファイルを書きます：",
+        "affirms": "はい。",
+        "presents": "これはファイルです：",
+        "shows": "呼び出しを見せます：",
+        "examples": "例えば：",
+        "plans": "手順：",
+        "describes": "ファイルの内容：",
+        "another": "モデルの出力：",
+        "past": "ファイルを実行しました：",
+        "ask": "write_file の呼び出しはどのようになりますか？",
+        "keep": "何も変更しないで、何を書くか教えて。",
+    },
+    "ko": {
+        "announces": "파일을 작성하겠습니다:",
+        "affirms": "네.",
+        "presents": "다음은 파일입니다:",
+        "shows": "호출을 보여 드릴게요:",
+        "examples": "예를 들어:",
+        "plans": "계획:",
+        "describes": "파일 내용:",
+        "another": "모델 출력:",
+        "past": "파일을 실행했습니다:",
+        "ask": "write_file 호출은 어떻게 생겼나요?",
+        "keep": "아무것도 바꾸지 마세요. 무엇을 쓸지만 알려 주세요.",
+    },
+    "fr": {
+        "announces": "Je vais écrire le fichier :",
+        "affirms": "D'accord.",
+        "presents": "Voici le fichier :",
+        "shows": "Je vous montre l'appel :",
+        "examples": "Par exemple :",
+        "plans": "Mon plan :",
+        "describes": "Le fichier contient :",
+        "another": "Ensuite, le modèle écrit :",
+        "past": "Ensuite, j'ai lancé :",
+        "ask": "À quoi ressemble un appel à write_file ?",
+        "keep": "Ne change rien, dis-moi juste ce que tu écrirais.",
+    },
+    "es": {
+        "announces": "Voy a escribir el archivo:",
+        "affirms": "Vale.",
+        "presents": "Aquí está el archivo:",
+        "shows": "Te muestro la llamada:",
+        "examples": "Por ejemplo:",
+        "plans": "Mi plan:",
+        "describes": "El archivo contiene:",
+        "another": "Luego el modelo escribe:",
+        "past": "Luego he ejecutado:",
+        "ask": "¿Cómo se ve una llamada a write_file?",
+        "keep": "No cambies nada, solo dime qué escribirías.",
+    },
+    "de": {
+        "announces": "Ich werde die Datei schreiben:",
+        "affirms": "Gut.",
+        "presents": "Hier ist die Datei:",
+        "shows": "Ich zeige dir den Aufruf:",
+        "examples": "Zum Beispiel:",
+        "plans": "Mein Plan:",
+        "describes": "Die Datei enthält:",
+        "another": "Dann schreibt das Modell:",
+        "past": "Dann habe ich ausgeführt:",
+        "ask": "Wie sieht ein Aufruf von write_file aus?",
+        "keep": "Ändere nichts, sag mir nur, was du schreiben würdest.",
+    },
+    "pt": {
+        "announces": "Vou escrever o arquivo:",
+        "affirms": "Certo.",
+        "presents": "Aqui está o arquivo:",
+        "shows": "Vou mostrar a chamada:",
+        "examples": "Por exemplo:",
+        "plans": "Meu plano:",
+        "describes": "O arquivo contém:",
+        "another": "Depois o modelo escreve:",
+        "past": "Depois executei:",
+        "ask": "Como é uma chamada para write_file?",
+        "keep": "Não altere nada, só me diga o que você escreveria.",
+    },
+    "it": {
+        "announces": "Ora scrivo il file:",
+        "affirms": "Certo.",
+        "presents": "Ecco il file:",
+        "shows": "Ti mostro la chiamata:",
+        "examples": "Per esempio:",
+        "plans": "Il mio piano:",
+        "describes": "Il file contiene:",
+        "another": "Poi il modello scrive:",
+        "past": "Poi ho eseguito:",
+        "ask": "Come appare una chiamata a write_file?",
+        "keep": "Non modificare niente, dimmi solo cosa scriveresti.",
+    },
+    "nl": {
+        "announces": "Ik ga het bestand schrijven:",
+        "affirms": "Prima.",
+        "presents": "Hier is het bestand:",
+        "shows": "Ik toon de aanroep:",
+        "examples": "Bijvoorbeeld:",
+        "plans": "Mijn plan:",
+        "describes": "Het bestand bevat:",
+        "another": "Dan schrijft het model:",
+        "past": "Dan heb ik uitgevoerd:",
+        "ask": "Hoe ziet een aanroep van write_file eruit?",
+        "keep": "Verander niets, vertel me alleen wat je zou schrijven.",
+    },
+    "ru": {
+        "announces": "Я запишу файл:",
+        "affirms": "Хорошо.",
+        "presents": "Вот файл:",
+        "shows": "Покажу вызов:",
+        "examples": "Например:",
+        "plans": "Мой план:",
+        "describes": "Файл содержит:",
+        "another": "Затем модель пишет:",
+        "past": "Затем я запустил:",
+        "ask": "Как выглядит вызов write_file?",
+        "keep": "Ничего не меняй, просто скажи, что бы ты написал.",
+    },
+}
+RUNS = {"announces", "affirms", "plans"}  # the rules that let a call run; the others stop it
+CASES = [(lang, rule) for lang in SAMPLES for rule in SAMPLES[lang]]
+
+
+def test_the_table_has_every_rule_for_every_language_and_no_entry_matches_nothing():
+    assert set(SAMPLES) == set(dialects.CUES)
+    rules = set(dialects.CUES["en"])
+    for lang, row in dialects.CUES.items():
+        assert set(row) == rules, lang
+        for rule, words in row.items():
+            assert words and not any(w == "" for w in words.split("|")), (lang, rule)
+            assert not dialects.cue(rule).fullmatch(""), (lang, rule)
+
+
+@pytest.mark.parametrize(("lang", "rule"), CASES, ids=[f"{lang}-{rule}" for lang, rule in CASES])
+def test_every_rule_reads_its_words_in_every_language(lang, rule):
+    sample = SAMPLES[lang][rule]
+    columns = ("call", "see") if rule == "ask" else (rule,)
+    for column in columns:  # the sample is read by the table's column, not by chance
+        assert dialects.cue(column).search(sample), (lang, column)
+    if rule in ("ask", "keep"):  # the person's words veto; the same reply runs without them
+        assert recovered("我来写一个完整的：\n" + HERMES, [sample], sample) == []
+        assert recovered("I'll write it:\n" + HERMES, [sample], sample) == []
+        assert recovered("I'll write it:\n" + HERMES) == [WRITE]
+        return
+    text = sample + (PLAN_LIST if rule == "plans" else "\n") + HERMES
+    assert recovered(text) == ([WRITE] if rule in RUNS else []), (lang, rule)
+
+
+def test_a_person_writing_in_a_script_no_row_reads_gets_no_call_run():
+    # Thai: no row reads it, so "don't run it" could not be seen there (fails safe)
+    asked = "ช่วยแสดงให้ดูหน่อยว่าจะเขียนอะไร อย่าเปลี่ยนแปลงอะไร"
+    assert recovered("I'll write it:\n" + HERMES, [asked], asked) == []
+    assert recovered("I'll write it:\n" + HERMES, ["write a.txt"], "write a.txt") == [WRITE]
+
+
+# --- Who acts and when ----------------------------------------------------------------------------
+
+MENTIONS = [
+    # named by the issue
+    "Then the model writes:\n" + HERMES,
+    "第二步：模型输出：\n" + HERMES,
+    "First, Hermes:\n" + HERMES,
+    "Let me walk you through it:\n1. The model decides to write.\n2. It emits:\n" + HERMES,
+    "Done. I created the file, then I ran:\n" + HERMES,
+    "文件已创建，然后我运行了：\n" + HERMES,
+    # members no line names: another actor, a role label, a family by name, a past action
+    "Step 3: the assistant replies with:\n" + HERMES,
+    "Assistant:\n" + HERMES,
+    "Next, Qwen emits:\n" + HERMES,
+    "I've already written it:\n" + HERMES,
+    "Сначала модель пишет:\n" + HERMES,
+    "1. Read the task.\n2. The model answers:\n" + HERMES,
+]
+
+
+@pytest.mark.parametrize("text", MENTIONS)
+def test_another_actor_or_a_past_action_is_a_mention(text):
+    assert recovered(text) == []
+
+
+def test_a_comparison_of_formats_runs_none_of_them():
+    kimi = (
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.write_file:0"
+        '<|tool_call_argument_begin|>{"path": "a.txt", "content": "hi"}<|tool_call_end|>'
+        "<|tool_calls_section_end|>"
+    )
+    assert recovered(f"First, Hermes:\n{HERMES}\nNow Kimi K2, with section tokens:\n{kimi}") == []
+
+
+def test_a_plan_of_the_models_own_steps_still_runs():
+    assert recovered("Here is my plan:\n1. Write a.txt\n2. Check it\n\n" + HERMES) == [WRITE]
+    assert recovered("Here's the file I'll write:\n" + HERMES) == [WRITE]
+    assert recovered("Here is the call I would make:\n" + HERMES) == []
+
+
+# --- Fences by what they say ----------------------------------------------------------------------
+
+GEMMA3 = '```tool_code\nwrite_file(path="a.txt", content="hi")\n```'
+FENCED_CALLS = [
+    GEMMA3,  # Gemma 3, alone
+    "Here's the file I'll write:\n" + GEMMA3,  # and after a sentence of its own
+    '```tool_code\nprint(default_api.write_file(path="a.txt", content="hi"))\n```',  # cookbook
+    '```tool_call\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n```',
+    # the whole reply: Qwen2.5-Coder's object, xLAM's list, Llama's "parameters", no label
+    '```json\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n```',
+    '```json\n[{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}]\n```',
+    '```\n{"name": "write_file", "parameters": {"path": "a.txt", "content": "hi"}}\n```',
+    "<think>write it</think>\n"
+    '```json\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n```',
+]
+
+
+@pytest.mark.parametrize("text", FENCED_CALLS)
+def test_a_fence_that_says_it_is_a_call_is_one(text):
+    assert recovered(text) == [WRITE]
+    assert "```" not in dialects.recover_tool_calls(text, KNOWN)[1]
+
+
+FENCED_MENTIONS = [
+    "For example:\n" + GEMMA3,
+    "Gemma writes its calls like this:\n" + GEMMA3,
+    "The format is:\n"
+    '```json\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n```',
+    '```json\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}\n```\n'
+    "That is the JSON a call takes.",
+    "```\n" + HERMES + "\n```",  # a fence around markup shows a format
+    '```python\nwrite_file(path="a.txt", content="hi")\n```\nThis is how the helper is used.',
+]
+
+
+@pytest.mark.parametrize("text", FENCED_MENTIONS)
+def test_a_fence_inside_an_explanation_is_no_call(text):
+    assert recovered(text) == []
+
+
+# --- Thinking by what its markers name, on either side of the token -------------------------------
+
+GEMMA4_CALL = '<|tool_call>call:write_file{path:<|"|>a.txt<|"|>,content:<|"|>hi<|"|>}<tool_call|>'
+
+
+@pytest.mark.parametrize(
+    ("text", "thinking", "answer"),
+    [
+        ("<|channel>thought\nThe sum is 4.<channel|>It is 4.", "\nThe sum is 4.", "It is 4."),
+        ("<|channel>reasoning\nadd them<channel|>4", "\nadd them", "4"),  # the name, not the word
+        ("<|channel>thought\nstill thinking", "\nstill thinking", ""),  # never closed: all thinking
+    ],
+)
+def test_thinking_named_after_its_token_is_thinking(text, thinking, answer):
+    assert dialects.split_thinking(text) == (thinking, answer)
+
+
+def test_a_call_drafted_inside_gemma_4_thinking_never_runs_and_one_after_it_does():
+    draft = GEMMA4_CALL.replace("a.txt", "draft.txt")
+    assert recovered(f"<|channel>thought\nMaybe {draft}<channel|>The answer is 4.") == []
+    assert recovered(f"<|channel>thought\nI'll write it.<channel|>{GEMMA4_CALL}") == [WRITE]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<|tool_call>call:write_file{path:"a.txt",content:"hi"}<tool_call|>',  # named
+        "<start_function_call>call:write_file{path:\"a.txt\",content:'hi'}<end_function_call>",
+        '<|tool_call>call:write_file{path:<|"|>a.txt<|"|>,content:"hi"}<tool_call|>',
+    ],
+)
+def test_gemma_values_lose_their_plain_quotes_as_its_parser_reads_them(text):
+    if "'hi'" in text:  # single quotes are no JSON: kept as written, and the path still read
+        assert recovered(text) == [("write_file", {"path": "a.txt", "content": "'hi'"})]
+    else:
+        assert recovered(text) == [WRITE]
+
+
+def test_gemma_values_in_plain_quotes_keep_their_commas_and_escapes():
+    text = '<|tool_call>call:write_file{path:"a.txt",content:"a, \\"b\\""}<tool_call|>'
+    assert recovered(text) == [("write_file", {"path": "a.txt", "content": 'a, "b"'})]
+
+
+@pytest.mark.parametrize(
+    ("text", "family"),
+    [
+        (GEMMA4_CALL, "Gemma 4"),
+        ('<|tool_call_start|>[write_file(path="a.txt", content="hi")]<|tool_call_end|>', "LFM2"),
+        (GEMMA3, "Gemma 3"),
+        ('function call<|role_sep|>\n{"name": "write_file", "arguments": {}}', "GigaChat 3"),
+    ],
+)
+def test_the_step_line_names_the_family_that_wrote_it(text, family):
+    assert family in dialects.family_of(text)
+
+
+# --- A call, then a sentence; GigaChat's separators -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<|tool_call_start|>[write_file(path="a.txt", content="hi")]<|tool_call_end|>'
+        "Checking the current status of the file.",  # LFM2's model card, named
+        HERMES + " Now checking the result.",
+        GEMMA4_CALL + "写入完成后我会检查。",
+    ],
+)
+def test_a_sentence_after_a_closing_token_is_the_next_sentence(text):
+    assert recovered(text) == [WRITE]
+
+
+def test_prose_that_goes_on_after_a_call_on_its_line_still_makes_it_a_mention():
+    assert recovered(HERMES.replace("\n", " ") + " is how Hermes writes it.") == []
+    assert recovered(HERMES.replace("\n", " ") + " writes a file.") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I will write the file.<|message_sep|>function call<|role_sep|>\n"
+        '{"name": "write_file", "arguments": {"path": "a.txt", "content": "hi"}}',
+        'I will write the file.<|function_call|>{"name": "write_file", "arguments": '
+        '{"path": "a.txt", "content": "hi"}}',
+    ],
+)
+def test_gigachat_3_calls_run_and_the_answer_keeps_only_the_text(text):
+    calls, content, _ = dialects.recover_tool_calls(text, KNOWN)
+    assert [c["function"]["name"] for c in calls] == ["write_file"]
+    assert content == "I will write the file."
+
+
+# --- Through the loop: a recap, a veto, a refusal compaction cannot help --------------------------
+
+
+def test_a_recap_of_a_command_already_run_does_not_run_it_again(loop, server):
+    recap = '<tool_call>{"name": "run_shell", "arguments": {"command": "echo one >> log.txt"}}'
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": "echo one >> log.txt"})]),
+        reply(f"Done. First I ran:\n{recap}</tool_call>"),  # named: a past action
+        reply(tool_calls=[call("run_shell", {"command": "echo two >> log.txt"})]),
+        reply(f"Sure.\n{recap}</tool_call>"),  # no word says it is past: the repeat alone does
+    )
+    messages = [{"role": "system", "content": agent_module.SYSTEM_PROMPT}]
+    assert loop("append one line", messages, yes=True).status == "answered"
+    assert loop("append another", messages, yes=True).status == "answered"
+    assert (loop.workdir / "log.txt").read_text() == "one\ntwo\n"
+    assert len(server.requests) == 4
+
+
+def test_a_recap_of_a_call_recovered_from_text_is_not_run_again(loop, server):
+    text = '<tool_call>{"name": "run_shell", "arguments": {"command": "echo one >> log.txt"}}'
+    server.add(reply(f"I'll add the line.\n{text}</tool_call>"), reply(f"好的。\n{text}"))
+    result = loop("append one line", yes=True)
+    assert result.status == "answered" and (loop.workdir / "log.txt").read_text() == "one\n"
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "不要修改任何东西，只告诉我你会往 config.json 写什么。",
+        "何も変更しないで、config.json に何を書くか教えてください。",
+    ],
+)
+def test_a_request_to_change_nothing_keeps_a_text_call_from_writing(loop, server, task):
+    (loop.workdir / "config.json").write_text('{"keep": true}')
+    call_text = (
+        '<tool_call>{"name": "write_file", "arguments": {"path": "config.json", '
+        '"content": "{}"}}</tool_call>'
+    )
+    server.add(reply("我来写一个完整的：\n" + call_text))
+    assert loop(task, yes=True).status == "answered"
+    assert (loop.workdir / "config.json").read_text() == '{"keep": true}'
+    assert len(server.requests) == 1
+
+
+def test_a_context_refusal_that_compaction_cannot_help_is_one_line_once(agent):
+    refusal = {
+        "error": {
+            "message": "This model's maximum context length is 2048 tokens. However, your "
+            "messages resulted in 5000 tokens.",
+            "code": "context_length_exceeded",
+        }
+    }
+    server = ScriptedServer()
+    try:
+        agent.server = server
+        server.add(Error(400, body=refusal))
+        result = agent("x" * 20_000)  # the task alone is too long: there is nothing to compact
+        assert result.returncode == 1 and len(server.requests) == 1  # no retry
+        said = result.stderr.strip().splitlines()[1:]  # after the line that names the settings
+        assert len(said) == 1 and "maximum context length is 2048" in said[0], result.stderr
+        events = [e["type"] for e in events_of(result.transcript)]
+        assert "context/compacted" not in events and "context/window" in events
+    finally:
+        server.close()
