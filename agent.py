@@ -60,6 +60,7 @@ def run(
     pause: bool = False,
     approvals: dict | None = None,
     transcript=None,
+    budget: float | None = None,
 ) -> Outcome:
     """Work on task until the model answers, and say how it ended.
 
@@ -71,8 +72,10 @@ def run(
     command needs a yes, pause (status "paused") instead of asking at the terminal; with no
     terminal a run always pauses. approvals: to go on after a pause, {call id: True, or the reason
     to decline it}, with the same messages and task None (or the next task). transcript: an open
-    file that records every step."""
-    client = replies.wrap(client)
+    file that records every step. budget: the most the client may spend, in its prices' currency
+    (config.prices()), counted over all it sends; before a request past it the run stops (status
+    "budget"). If not given, the client's own (config.BUDGET, AGENT_BUDGET, for a new one)."""
+    client = replies.wrap(client, budget)
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR
@@ -170,6 +173,8 @@ def about(resp) -> dict:
         "usage": replies.usage_of(resp),
         "latency_ms": resp.latency_ms,
         "repairs": resp.repairs,
+        # what it cost, where a price is known (realworld/replies.py): tokens alone otherwise
+        **({"cost": resp.cost} if resp.cost else {}),
         # the reply as the server sent it, where the client repaired it: a replay repairs it again
         **({"sent": resp.sent} if resp.repairs else {}),
     }
@@ -251,7 +256,7 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
 
 def show_step(step: int, msg, resp) -> None:
     """Print one step on stderr: tokens, the server's time, repairs, reasoning, text by calls."""
-    tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)))
+    tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)), resp.cost)
     took = "a recorded reply" if resp.latency_ms is None else f"{resp.latency_ms} ms at the server"
     say(f"step {step}: {tokens}, {took}")
     for repair in resp.repairs:
