@@ -65,16 +65,13 @@ def run(
     """Work on task until the model answers, and say how it ended.
 
     messages: a conversation to continue (it grows in place). tools: what the run offers, a list of
-    tools.Tool (tools.DEFAULT_TOOLS, the three, if not given); a handoff changes the list in place,
-    so a conversation passes the same list from task to task. client: an openai.OpenAI, a replay,
-    or a replies.Client (the settings' server if not given). model, max_steps, workdir: the
-    settings in config.py if not given. yes: run shell commands without asking. pause: when a
-    command needs a yes, pause (status "paused") instead of asking at the terminal; with no
-    terminal a run always pauses. approvals: to go on after a pause, {call id: True, or the reason
-    to decline it}, with the same messages and task None (or the next task). transcript: an open
-    file that records every step. budget: the most the client may spend, in its prices' currency
-    (config.prices()), counted over all it sends; before a request past it the run stops (status
-    "budget"). If not given, the client's own (config.BUDGET, AGENT_BUDGET, for a new one)."""
+    tools.Tool (tools.DEFAULT_TOOLS if not given); a handoff changes it in place, so a conversation
+    passes one list from task to task. client: an openai.OpenAI, a replay or a replies.Client (else
+    the settings' server). model, max_steps, workdir, budget (the most its requests may cost; past
+    it, status "budget"): config.py's if not given. yes: run shell commands without asking. pause:
+    when a command needs a yes, pause (status "paused"); with no terminal a run always pauses.
+    approvals: to go on after a pause, {call id: True, or the reason to decline it}, with the same
+    messages and task None (or the next). transcript: an open file that records every step."""
     client = replies.wrap(client, budget)
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS

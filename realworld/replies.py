@@ -19,6 +19,7 @@ import hashlib
 import html
 import ipaddress
 import json
+import math
 import re
 import time
 import zlib
@@ -870,12 +871,14 @@ def describe_cost(cost: dict) -> str:
 
 
 def money(amount: float, currency: str = "") -> str:
-    """An amount as the person reads it: two decimals at least, and as many as a small amount
-    needs (DeepSeek's cached tokens cost 0.000006 USD a thousand), then the currency's label."""
-    text = f"{amount:.8f}".rstrip("0")
-    whole_part, _, decimals = text.partition(".")
-    text = f"{whole_part}.{decimals.ljust(2, '0')}"
-    return f"{text} {currency}".strip()
+    """An amount as the person reads it, then the currency's label: two decimals, or three
+    significant digits for an amount under 1 (DeepSeek bills 0.000006 USD for a thousand cached
+    tokens): 0.48, 0.185, 0.0000749."""
+    decimals = 2
+    if 0 < amount < 1:
+        decimals = max(2, 2 - math.floor(math.log10(amount)))
+    whole_part, _, fraction = f"{amount:.{decimals}f}".partition(".")
+    return f"{whole_part}.{fraction.rstrip('0').ljust(2, '0')} {currency}".strip()
 
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------
