@@ -247,7 +247,8 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
         say(f"agent: {outcome.text}")
     elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those
         say(f"stopped: {outcome.text}")
-    error = {"error": outcome.text} if outcome.status in ("api_error", "context_full") else {}
+    explained = ("api_error", "context_full", "budget")  # turn/end keeps why: --show says it
+    error = {"error": outcome.text} if outcome.status in explained else {}
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
 
 

@@ -206,7 +206,7 @@ def prices(model: str) -> Prices | None:
     """What model's tokens cost: the AGENT_PRICE_* settings if given (any model), else the
     model's built-in price (DEEPSEEK_PRICES); None where no price is known: tokens alone are
     shown, never a guess."""
-    if PRICE_INPUT is not None:
+    if PRICE_INPUT is not None and PRICE_OUTPUT is not None:
         cached = PRICE_INPUT if PRICE_CACHED is None else PRICE_CACHED
         return Prices(PRICE_INPUT, cached, PRICE_OUTPUT, CURRENCY)
     if model in DEEPSEEK_PRICES:

@@ -828,7 +828,7 @@ def cost_of(counts: dict, prices) -> dict | None:
         + cached * prices.cached
         + counts["completion"] * prices.output
     ) / 1_000_000
-    saved = cached * (prices.input - prices.cached) / 1_000_000
+    saved = max(0.0, cached * (prices.input - prices.cached) / 1_000_000)
     # rounded: 0.2 + 0.08 + 0.2 is 0.48, not 0.48000000000000004, in the transcript too
     return {
         "amount": round(amount, 12),

@@ -149,7 +149,9 @@ def test_the_budget_stops_the_run_before_the_first_request_past_it(agent, server
     )
     assert (agent.workdir / "b.txt").read_text() == "B"  # the reply's calls were answered
     events = events_of(done.transcript)
-    assert events[-1] == {**events[-1], "type": "turn/end", "status": "budget"}
+    said = "spent 0.96 EUR of the budget of 0.50 EUR; the next request was not sent"
+    assert events[-1] == {**events[-1], "type": "turn/end", "status": "budget", "error": said}
+    assert f"[turn ended: budget: {said}]" in page.shown(events, SYSTEM_PROMPT)
 
 
 def test_the_budget_comes_from_the_environment_too(agent, server):
