@@ -242,9 +242,9 @@ with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
 
 exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
   3 stopped without an answer (step limit, the reply was cut off, filtered or
-  empty, the budget spent, or a replay ran out of recorded replies), 4 paused: a command waits
-  for a yes (--resume RUN --approve or --reject), 130 interrupted (Ctrl-C;
-  SIGTERM 143, SIGHUP 129), 141 stdout closed early
+  empty, the budget spent, or a replay ran out of recorded replies), 4 paused:
+  a command waits for a yes (--resume RUN --approve or --reject), 130
+  interrupted (Ctrl-C; SIGTERM 143, SIGHUP 129), 141 stdout closed early
 
 examples:
   python agent.py "write hello.py that prints hello, then run it"

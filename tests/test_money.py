@@ -215,3 +215,21 @@ def test_the_lessons_price_list_names_the_page_it_was_read_from():
     source = (ROOT / "config.py").read_text(encoding="utf-8")
     assert "https://api-docs.deepseek.com/quick_start/pricing" in source
     assert re.search(r"read on \d{4}-\d{2}-\d{2}", source)
+
+
+def test_the_money_settings_are_in_the_help_the_configuration_page_and_the_env_example(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--help"], env=clean_env(), capture_output=True, text=True
+    )
+    configuration = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    example = (ROOT / ".env.example").read_text(encoding="utf-8")
+    for name, flag in [
+        ("AGENT_PRICE_INPUT", "--price-input"),
+        ("AGENT_PRICE_CACHED", "--price-cached"),
+        ("AGENT_PRICE_OUTPUT", "--price-output"),
+        ("AGENT_CURRENCY", "--currency"),
+        ("AGENT_BUDGET", "--budget"),
+    ]:
+        assert name in done.stdout and flag in done.stdout
+        assert f"| `{name}` | `{flag} " in configuration
+        assert f"# {name}=" in example
