@@ -193,6 +193,14 @@ def test_run_from_python_takes_a_budget(loop, server):
     )
 
 
+def test_run_from_python_refuses_a_budget_it_cannot_price_before_sending_anything(loop, server):
+    server.add(reply("never sent"))
+    ran = loop("go", budget=1.0)  # test-model: no price
+    assert ran.status == "budget" and server.requests == []
+    assert ran.text.startswith("a budget needs a price, and none is known for the model")
+    assert ran.stderr.count("\n") == 1 and "stopped: a budget needs a price" in ran.stderr
+
+
 @posix_only
 def test_a_summarys_request_counts_against_the_budget(agent, server):
     usage = {"prompt_tokens": 100_000, "completion_tokens": 0, "total_tokens": 100_000}
