@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only
-from scripted_server import call, reply
+from scripted_server import Stream, call, reply
 
 from agent import SYSTEM_PROMPT
 from realworld import page, replies
@@ -112,6 +112,14 @@ def test_the_default_models_price_is_deepseeks_own(loop, server):
     assert "step 1: 1000000 prompt tokens (800000 cached), 100000 completion tokens, 0.185 USD" in (
         ran.stderr
     )
+
+
+def test_a_streamed_reply_is_priced_from_the_usage_at_its_end(loop, server):
+    server.add(Stream(reply("hi", usage=DEEPSEEK_USAGE)))
+    ran = loop("go", model="deepseek-v4-pro", stream=True)
+    [event] = [e for e in ran.events() if e["type"] == "assistant/message"]
+    # 200,000 x 1.32 + 800,000 x 0.044 + 100,000 x 3.96, a million each
+    assert event["cost"]["amount"] == pytest.approx(0.264 + 0.0352 + 0.396)
 
 
 def test_a_model_with_no_known_price_shows_tokens_alone(loop, server):
