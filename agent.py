@@ -60,19 +60,19 @@ def run(
     pause: bool = False,
     approvals: dict | None = None,
     transcript=None,
+    budget: float | None = None,
 ) -> Outcome:
     """Work on task until the model answers, and say how it ended.
 
     messages: a conversation to continue (it grows in place). tools: what the run offers, a list of
-    tools.Tool (tools.DEFAULT_TOOLS, the three, if not given); a handoff changes the list in place,
-    so a conversation passes the same list from task to task. client: an openai.OpenAI, a replay,
-    or a replies.Client (the settings' server if not given). model, max_steps, workdir: the
-    settings in config.py if not given. yes: run shell commands without asking. pause: when a
-    command needs a yes, pause (status "paused") instead of asking at the terminal; with no
-    terminal a run always pauses. approvals: to go on after a pause, {call id: True, or the reason
-    to decline it}, with the same messages and task None (or the next task). transcript: an open
-    file that records every step."""
-    client = replies.wrap(client)
+    tools.Tool (tools.DEFAULT_TOOLS if not given); a handoff changes it in place, so a conversation
+    passes one list from task to task. client: an openai.OpenAI, a replay or a replies.Client (else
+    the settings' server). model, max_steps, workdir, budget (the most its requests may cost; past
+    it, status "budget"): config.py's if not given. yes: run shell commands without asking. pause:
+    when a command needs a yes, pause (status "paused"); with no terminal a run always pauses.
+    approvals: to go on after a pause, {call id: True, or the reason to decline it}, with the same
+    messages and task None (or the next). transcript: an open file that records every step."""
+    client = replies.wrap(client, budget)
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR
@@ -170,6 +170,8 @@ def about(resp) -> dict:
         "usage": replies.usage_of(resp),
         "latency_ms": resp.latency_ms,
         "repairs": resp.repairs,
+        # what it cost, where a price is known (realworld/replies.py): tokens alone otherwise
+        **({"cost": resp.cost} if resp.cost else {}),
         # the reply as the server sent it, where the client repaired it: a replay repairs it again
         **({"sent": resp.sent} if resp.repairs else {}),
     }
@@ -245,13 +247,14 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
         say(f"agent: {outcome.text}")
     elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those
         say(f"stopped: {outcome.text}")
-    error = {"error": outcome.text} if outcome.status in ("api_error", "context_full") else {}
+    explained = ("api_error", "context_full", "budget")  # turn/end keeps why: --show says it
+    error = {"error": outcome.text} if outcome.status in explained else {}
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
 
 
 def show_step(step: int, msg, resp) -> None:
     """Print one step on stderr: tokens, the server's time, repairs, reasoning, text by calls."""
-    tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)))
+    tokens = replies.describe_tokens(replies.count_tokens(replies.usage_of(resp)), resp.cost)
     took = "a recorded reply" if resp.latency_ms is None else f"{resp.latency_ms} ms at the server"
     say(f"step {step}: {tokens}, {took}")
     for repair in resp.repairs:

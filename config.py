@@ -18,6 +18,7 @@ import os
 import sys
 import types
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
 HERE = Path(__file__).resolve().parent
@@ -59,6 +60,11 @@ NAMES = (
     "AGENT_CONTEXT_WINDOW",
     "AGENT_SANDBOX",
     "AGENT_SANDBOX_NETWORK",
+    "AGENT_PRICE_INPUT",
+    "AGENT_PRICE_CACHED",
+    "AGENT_PRICE_OUTPUT",
+    "AGENT_CURRENCY",
+    "AGENT_BUDGET",
 )
 FILE = {
     k: v
@@ -97,6 +103,22 @@ def number(name: str, default: float, least: float = 0) -> float:
         else f"{name}={raw!r} must be a positive number"
     )
     return default
+
+
+def price(name: str, what: str = "a price per million tokens") -> float | None:
+    """A price per million tokens, or another amount of money (what), 0 or more, from the
+    environment; None when not set. A bad value is noted in BAD, as number() notes one."""
+    raw = setting(name).strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if 0 <= value < float("inf"):
+        return value
+    BAD.append(f"{name}={raw!r} must be {what}: a number of at least 0")
+    return None
 
 
 BASE_URL = setting("AGENT_BASE_URL") or "https://api.deepseek.com"
@@ -141,9 +163,56 @@ MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds wha
 SANDBOX = setting("AGENT_SANDBOX") == "1"
 # the sandbox keeps the network (pip install)
 SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"
+# Money: what each reply cost, at these prices per million tokens (prompt tokens not cached,
+# cached, completion), for any model; None where not set: the model's own below, if it has one.
+PRICE_INPUT = price("AGENT_PRICE_INPUT")
+PRICE_CACHED = price("AGENT_PRICE_CACHED")  # not set: as PRICE_INPUT (no discount known)
+PRICE_OUTPUT = price("AGENT_PRICE_OUTPUT")
+CURRENCY = setting("AGENT_CURRENCY").strip()  # a label for the prices above: USD, CNY, ...
+# the most a run may spend, in the prices' currency; None: no limit
+BUDGET = price("AGENT_BUDGET", "an amount of money")
 WORKDIR = HERE / "playground"
 # where transcripts and the pause key are kept
 RUNS = Path(setting("AGENT_RUNS")).expanduser() if setting("AGENT_RUNS") else HERE / "runs"
+
+
+class Prices(NamedTuple):
+    """What a model's tokens cost, per million: prompt tokens not cached (input), cached prompt
+    tokens (cached), completion tokens (output); currency: their label ("" if none was given)."""
+
+    input: float
+    cached: float
+    output: float
+    currency: str
+
+
+# DeepSeek's prices (the default server), in USD per million tokens: (input on a cache miss, input
+# on a cache hit, output). From DeepSeek's "Models & Pricing" page,
+# https://api-docs.deepseek.com/quick_start/pricing, read on 2026-12-02 (the page of
+# DeepSeek-V4.1-Flash-1017 and DeepSeek-V4-Pro-0813). DeepSeek bills half of these off-peak (every
+# hour but 01:00-04:00 and 06:00-10:00 UTC on weekdays); these are the peak prices, so what the
+# agent says is at most what DeepSeek bills, and a budget stops early, never late. The page lists
+# deepseek-flash and deepseek-v4-pro, and says that the legacy names deepseek-v4-flash and
+# deepseek-v4-flash-vision-exp are served by V4.1 Flash and billed at its price.
+DEEPSEEK_PRICES = {
+    "deepseek-flash": (0.3, 0.006, 1.2),
+    "deepseek-v4-flash": (0.3, 0.006, 1.2),
+    "deepseek-v4-flash-vision-exp": (0.3, 0.006, 1.2),
+    "deepseek-v4-pro": (1.32, 0.044, 3.96),
+}
+
+
+def prices(model: str) -> Prices | None:
+    """What model's tokens cost: the AGENT_PRICE_* settings if given (any model), else the
+    model's built-in price (DEEPSEEK_PRICES); None where no price is known: tokens alone are
+    shown, never a guess."""
+    if PRICE_INPUT is not None and PRICE_OUTPUT is not None:
+        cached = PRICE_INPUT if PRICE_CACHED is None else PRICE_CACHED
+        return Prices(PRICE_INPUT, cached, PRICE_OUTPUT, CURRENCY)
+    if model in DEEPSEEK_PRICES:
+        return Prices(*DEEPSEEK_PRICES[model], "USD")
+    return None
+
 
 HELP_EPILOG = """\
 settings (flag > environment > the .env beside agent.py, never one in the current folder > default):
@@ -160,15 +229,22 @@ settings (flag > environment > the .env beside agent.py, never one in the curren
   AGENT_SANDBOX        1: as --sandbox                                default off
   AGENT_SANDBOX_NETWORK 1: sandboxed commands keep the network         default off
   AGENT_RUNS           the folder for transcripts and the pause key    default runs/ beside agent.py
+  AGENT_PRICE_INPUT    price of a million prompt tokens not cached, for any model (--price-input)
+  AGENT_PRICE_CACHED   price of a million cached prompt tokens (--price-cached); default: as input
+  AGENT_PRICE_OUTPUT   price of a million completion tokens (--price-output)
+                       default: DeepSeek's peak prices for its models (USD); none for others:
+                       tokens alone are shown
+  AGENT_CURRENCY       the label of those prices (--currency): USD, CNY, ...
+  AGENT_BUDGET         the most a run may spend, in the prices' currency (--budget)
 
 with no task: on a terminal, type one task a line (exit or Ctrl-D ends);
   otherwise the task is read from standard input.
 
 exit status: 0 answered, 1 API or network failure, 2 bad usage or configuration,
   3 stopped without an answer (step limit, the reply was cut off, filtered or
-  empty, or a replay ran out of recorded replies), 4 paused: a command waits
-  for a yes (--resume RUN --approve or --reject), 130 interrupted (Ctrl-C;
-  SIGTERM 143, SIGHUP 129), 141 stdout closed early
+  empty, the budget spent, or a replay ran out of recorded replies), 4 paused:
+  a command waits for a yes (--resume RUN --approve or --reject), 130
+  interrupted (Ctrl-C; SIGTERM 143, SIGHUP 129), 141 stdout closed early
 
 examples:
   python agent.py "write hello.py that prints hello, then run it"
@@ -185,6 +261,7 @@ def parse_options(
 ) -> argparse.Namespace:
     """The command line, on top of the environment. Raises ConfigError for a bad setting. prog:
     the program's name, as --help says it; tools: the names of the tools it offers."""
+    global PRICE_INPUT, PRICE_CACHED, PRICE_OUTPUT, CURRENCY  # set once, below, as SANDBOX
     if BAD:
         raise ConfigError(BAD[0])
     offered = f"its tools ({', '.join(tools)})" if tools else "three tools"
@@ -237,6 +314,21 @@ def parse_options(
         metavar="REASON",
         help="with --resume: decline the waiting calls not approved, with a reason for the model",
     )
+    add(
+        "--budget",
+        type=amount,
+        default=BUDGET,
+        metavar="AMOUNT",
+        help="stop before a request once this much is spent, in the prices' currency "
+        "(AGENT_BUDGET)",
+    )
+    for flag, tokens, default in (
+        ("--price-input", "prompt tokens not cached (AGENT_PRICE_INPUT)", PRICE_INPUT),
+        ("--price-cached", "cached prompt tokens (AGENT_PRICE_CACHED)", PRICE_CACHED),
+        ("--price-output", "completion tokens (AGENT_PRICE_OUTPUT)", PRICE_OUTPUT),
+    ):
+        add(flag, type=amount, default=default, metavar="PRICE", help=f"price of 1M {tokens}")
+    add("--currency", default=CURRENCY, metavar="LABEL", help="the prices' label (AGENT_CURRENCY)")
     add("--stream", action="store_true", help="print the answer as it is written")
     add("--trace", action="store_true", help="print each request and raw response on stderr")
     group = parser.add_mutually_exclusive_group()
@@ -277,7 +369,43 @@ def parse_options(
             HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
+    PRICE_INPUT, PRICE_CACHED = options.price_input, options.price_cached
+    PRICE_OUTPUT, CURRENCY = options.price_output, options.currency.strip()
+    if problem := prices_problem(options.model, options.budget):
+        raise ConfigError(problem)
     return options
+
+
+def prices_problem(model: str, budget: float | None) -> str | None:
+    """What makes the prices given unusable, or a budget unkeepable for model, in one line; None
+    if nothing does."""
+    if (PRICE_INPUT is None) != (PRICE_OUTPUT is None):
+        return (
+            "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT (--price-input, --price-output) go together: "
+            "give both, or neither"
+        )
+    if PRICE_INPUT is None and (PRICE_CACHED is not None or CURRENCY):
+        return (
+            "AGENT_PRICE_CACHED and AGENT_CURRENCY go with AGENT_PRICE_INPUT and "
+            "AGENT_PRICE_OUTPUT: give those too (the built-in prices are DeepSeek's, in USD)"
+        )
+    if budget is not None and prices(model) is None:
+        return (
+            f"a budget needs a price, and none is known for the model {model!r}: give "
+            "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT (--price-input, --price-output)"
+        )
+    return None
+
+
+def amount(text: str) -> float:
+    """argparse type: a price or a budget, a number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least 0")
+    return value
 
 
 def positive_int(text: str) -> int:

@@ -247,7 +247,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
             answer = hide_secrets(outcome.text)
             print(visible(answer) if sys.stdout.isatty() else answer, flush=True)
     if client.tokens:
-        say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens))}")
+        spent = replies.total_cost(client.costs)
+        say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens), spent)}")
     if replay:
         replay.report(transcript)
     return status if task or going_on else 0  # typed tasks: the session ended as asked
@@ -323,6 +324,7 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
         "workdir": options.workdir,
         "yes": options.yes,
         "transcript": transcript,
+        "budget": options.budget,
     }
     try:
         outcome = program.run(task, messages, approvals=approvals, **settings)

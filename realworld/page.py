@@ -143,13 +143,14 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
     controls."""
     start = next((e for e in events if e["type"] == "run/start" and "under" not in e), {})
     used = [tokens_of(r) for r in every]
+    spent = replies.total_cost([r.reply.get("cost") for r in every])
     others = len(every) - len(own)
     parts = [f"<h1>mini-agent: {escape(runs.recorded_task(events) or 'a transcript')}</h1>"]
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
         f", working in {escape(start.get('workspace', '?'))}; {plural(len(own), 'request')}"
         + (f" of its own and {others} of its helpers and summaries" if others else "")
-        + f"; {escape(replies.describe_tokens(replies.total_tokens(used)))}</p>"
+        + f"; {escape(replies.describe_tokens(replies.total_tokens(used), spent))}</p>"
     )
     if start.get("note"):
         parts.append(f"<p class=note>{escape(start['note'])}</p>")
@@ -179,6 +180,13 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
 def tokens_of(request: Request) -> dict:
     """A request's token counts, as a chart can draw them."""
     return drawable(replies.count_tokens(request.reply.get("usage")))
+
+
+def cost_of(request: Request) -> dict | None:
+    """What a request's reply cost, as its transcript records it; None where it records no price
+    (or something else)."""
+    cost = request.reply.get("cost")
+    return cost if replies.is_cost(cost) else None
 
 
 def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict) -> str:
@@ -216,7 +224,8 @@ def step(request: Request, before: Request | None, nested: dict, ends: dict, own
         f"({', '.join(escape(m.get('role', '?')) for m in new)})"
         + (f"; tools: {escape(', '.join(offered) or 'none')}" if offered is not None else "")
         + f"; reply: {escape(reply.get('finish_reason') or '?')}; "
-        f"{escape(replies.describe_tokens(tokens))}{f'; {ms} ms' if ms else ''}</p>",
+        f"{escape(replies.describe_tokens(tokens, cost_of(request)))}"
+        f"{f'; {ms} ms' if ms else ''}</p>",
     ]
     if reasoning.strip():
         parts.append(
@@ -569,7 +578,8 @@ def shown(events: list[dict], system_prompt: str):
                 line = "\n".join(f"    {part}" if part else part for part in line.split("\n"))
             yield line
     used = [replies.count_tokens(r.reply.get("usage")) for r in every]
-    yield f"[total: {replies.describe_tokens(replies.total_tokens(used))}]"
+    spent = replies.total_cost([r.reply.get("cost") for r in every])
+    yield f"[total: {replies.describe_tokens(replies.total_tokens(used), spent)}]"
 
 
 def shown_event(event: dict, system_prompt: str, request: Request | None):
@@ -594,6 +604,8 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
     elif kind == "assistant/message":
         message = event["message"]
         yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"
+        if cost := cost_of(request):
+            yield f"  cost: {replies.describe_cost(cost)}"
         thinking, text = dialects.split_thinking(message.get("content") or "")
         reasoning = dialects.reasoning_of(message) or thinking
         if reasoning.strip():

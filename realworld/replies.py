@@ -19,6 +19,7 @@ import hashlib
 import html
 import ipaddress
 import json
+import math
 import re
 import time
 import zlib
@@ -57,6 +58,12 @@ class RequestFailed(Exception):
     status = "api_error"
 
 
+class BudgetSpent(RequestFailed):
+    """What was spent has reached the budget (--budget): the request was not sent."""
+
+    status = "budget"
+
+
 class ContextFull(RequestFailed):
     """The server said the conversation does not fit the model's context window; window: the
     size it named, in tokens, or None. The Client keeps it: the next request is compacted to fit
@@ -77,10 +84,13 @@ class Client:
 
     inner: an openai.OpenAI, or a replay of a transcript. stream: ask for a stream and print
     its text as it comes. trace: print each request and the raw reply. tokens: each reply's
-    token counts."""
+    token counts; costs: what each cost (cost_of()), None where no price is known. budget: the
+    most its requests may spend, all of them (a helper's and a summary's too); None for no
+    limit."""
 
     def __init__(self, inner, stream: bool = False, trace: bool = False):
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
+        self.costs, self.budget = [], config.BUDGET
         self.base_url = shown_url(str(getattr(inner, "base_url", "")))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
         # the last request's conversation, length and prompt tokens; warned yet
@@ -95,6 +105,7 @@ class Client:
 
     def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
+        self.keep_to_budget(model)
         if tools is not None:
             request["tools"] = tools
         if self.stream:
@@ -131,6 +142,7 @@ class Client:
         self.ids |= {call["id"] for call in message.get("tool_calls") or []}
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
+        self.costs.append(cost_of(self.tokens[-1], config.prices(model)))
         size = estimate(messages, tools)  # a compaction makes it smaller, as the server's count
         self.ratio = counted_against_estimate(self.tokens[-1]["prompt"], size, self.ratio)
         # a conversation is its system prompt and tools: a subagent's or a handoff's is another
@@ -147,7 +159,26 @@ class Client:
             repairs=repairs,
             latency_ms=latency_ms,
             sent=sent,
+            cost=self.costs[-1],
         )
+
+    def keep_to_budget(self, model: str) -> None:
+        """Before a request: BudgetSpent if what was spent has reached the budget, or if the
+        budget cannot be kept, no price being known for model."""
+        if self.budget is None:
+            return
+        prices = config.prices(model)
+        if prices is None:
+            raise BudgetSpent(
+                f"a budget needs a price, and none is known for the model {model!r}: give "
+                "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT"
+            )
+        spent = sum(cost["amount"] for cost in self.costs if cost)
+        if spent >= self.budget:
+            raise BudgetSpent(
+                f"spent {money(spent, prices.currency)} of the budget of "
+                f"{money(self.budget, prices.currency)}; the next request was not sent"
+            )
 
     def prompt_was_cut(self, conversation: str, size: int, prompt: int) -> bool:
         """Whether the server counted fewer prompt tokens than for the request before, though the
@@ -189,12 +220,16 @@ def worded(text: str, named: dict) -> str:
     return text
 
 
-def wrap(client) -> Client:
+def wrap(client, budget: float | None = None) -> Client:
     """client as a Client: None is the settings' server, an openai.OpenAI (or a replay) is wrapped,
-    a Client stays as it is."""
+    a Client stays as it is. budget: the most it may spend in all, what it spent before
+    included (its own, config.BUDGET, if None)."""
     if client is None:
-        return make_client()
-    return client if isinstance(client, Client) else Client(client)
+        client = make_client()
+    client = client if isinstance(client, Client) else Client(client)
+    if budget is not None:
+        client.budget = budget
+    return client
 
 
 def trace_request(model: str, messages: list[dict], tools: list[dict]) -> None:
@@ -751,17 +786,28 @@ def count_tokens(usage: dict | None) -> dict:
     # a transcript written by hand may hold anything
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
+    hit = whole(usage.get("prompt_cache_hit_tokens"))
+    miss = whole(usage.get("prompt_cache_miss_tokens"))
+    prompt = whole(usage.get("prompt_tokens"))
+    if prompt is None and hit is not None and miss is not None:
+        prompt = hit + miss  # DeepSeek's prompt_tokens is the two together
     # DeepSeek reports cache hits as prompt_cache_hit_tokens, OpenAI as
-    # prompt_tokens_details.cached_tokens.
-    cached = usage.get("prompt_cache_hit_tokens") or (
-        details.get("cached_tokens") if isinstance(details, dict) else 0
-    )
+    # prompt_tokens_details.cached_tokens; a server that sends only DeepSeek's
+    # prompt_cache_miss_tokens had the rest of the prompt cached.
+    cached = hit or (whole(details.get("cached_tokens")) if isinstance(details, dict) else None)
+    if hit is None and not cached and miss is not None and prompt is not None:
+        cached = max(0, prompt - miss)
     counts = {
-        "prompt": usage.get("prompt_tokens"),
+        "prompt": prompt,
         "cached": cached,
-        "completion": usage.get("completion_tokens"),
+        "completion": whole(usage.get("completion_tokens")),
     }
-    return {key: value if isinstance(value, int) else 0 for key, value in counts.items()}
+    return {key: value or 0 for key, value in counts.items()}
+
+
+def whole(value) -> int | None:
+    """A count of tokens as a server sent it, or None where it sent none (or something else)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def total_tokens(used: list[dict]) -> dict:
@@ -769,11 +815,82 @@ def total_tokens(used: list[dict]) -> dict:
     return {key: sum(counts[key] for counts in used) for key in ("prompt", "cached", "completion")}
 
 
-def describe_tokens(counts: dict) -> str:
-    return (
+def describe_tokens(counts: dict, cost: dict | None = None) -> str:
+    """Token counts as the terminal, --show and the page say them, and what they cost (cost_of()),
+    where a price is known."""
+    said = (
         f"{counts['prompt']} prompt tokens ({counts['cached']} cached), {counts['completion']} "
         "completion tokens"
     )
+    return f"{said}, {describe_cost(cost)}" if cost else said
+
+
+# --- Money: what the tokens cost, where a price is known (config.prices()) -----------------------
+
+
+def cost_of(counts: dict, prices) -> dict | None:
+    """What a reply of counts (count_tokens()) cost at prices (config.Prices, per million tokens),
+    and what the prefix cache saved: its cached tokens at the input price, less their own; None
+    where no price is known."""
+    if prices is None:
+        return None
+    cached = min(counts["cached"], counts["prompt"])  # a server that says more is not believed
+    amount = (
+        (counts["prompt"] - cached) * prices.input
+        + cached * prices.cached
+        + counts["completion"] * prices.output
+    ) / 1_000_000
+    saved = max(0.0, cached * (prices.input - prices.cached) / 1_000_000)
+    # rounded: 0.2 + 0.08 + 0.2 is 0.48, not 0.48000000000000004, in the transcript too
+    return {
+        "amount": round(amount, 12),
+        "saved": round(saved, 12),
+        "currency": prices.currency,
+        "prices": {"input": prices.input, "cached": prices.cached, "output": prices.output},
+    }
+
+
+def total_cost(costs: list) -> dict | None:
+    """The sum of several cost_of() results; None if any reply had no price (or none was sent)."""
+    if not costs or not all(is_cost(cost) for cost in costs):
+        return None
+    return {
+        "amount": round(sum(cost["amount"] for cost in costs), 12),
+        "saved": round(sum(cost["saved"] for cost in costs), 12),
+        "currency": costs[0]["currency"],
+    }
+
+
+def is_cost(cost) -> bool:
+    """Whether cost is one as cost_of() makes it (one written by hand may hold anything)."""
+    return (
+        isinstance(cost, dict)
+        and all(type(cost.get(k)) in (int, float) for k in ("amount", "saved"))
+        and all(0 <= cost[k] < float("inf") for k in ("amount", "saved"))
+        and isinstance(cost.get("currency"), str)
+    )
+
+
+def describe_cost(cost: dict) -> str:
+    """What a reply cost, and what the prefix cache saved of what it would have cost without it:
+    "0.48 USD (the cache saved 0.72 USD, 60%)"."""
+    currency = cost["currency"]
+    said = money(cost["amount"], currency)
+    if cost["saved"] > 0:
+        share = round(100 * cost["saved"] / (cost["amount"] + cost["saved"]))
+        said += f" (the cache saved {money(cost['saved'], currency)}, {share}%)"
+    return said
+
+
+def money(amount: float, currency: str = "") -> str:
+    """An amount as the person reads it, then the currency's label: two decimals, or three
+    significant digits for an amount under 1 (DeepSeek bills 0.000006 USD for a thousand cached
+    tokens): 0.48, 0.185, 0.0000749."""
+    decimals = 2
+    if 0 < amount < 1:
+        decimals = max(2, 2 - math.floor(math.log10(amount)))
+    whole_part, _, fraction = f"{amount:.{decimals}f}".partition(".")
+    return f"{whole_part}.{fraction.rstrip('0').ljust(2, '0')} {currency}".strip()
 
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------

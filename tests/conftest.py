@@ -101,6 +101,11 @@ def clean_env(**extra: str) -> dict[str, str]:
         AGENT_BASE_URL="",
         AGENT_SHELL_TIMEOUT="",
         AGENT_MAX_OUTPUT="",
+        AGENT_PRICE_INPUT="",
+        AGENT_PRICE_CACHED="",
+        AGENT_PRICE_OUTPUT="",
+        AGENT_CURRENCY="",
+        AGENT_BUDGET="",
         PYTHONUTF8="1",
     )
     env.update(extra)

@@ -11,7 +11,7 @@ import forkserver
 import pytest
 from conftest import AGENT, LESSON, ROOT, clean_env, events_of, posix_only, run_offline
 
-from realworld import runs
+from realworld import replies, runs
 
 
 def test_the_lesson_replays_end_to_end_without_a_key(tmp_path):
@@ -40,8 +40,9 @@ README_ZH = (ROOT / "README.zh.md").read_text(encoding="utf-8")
 PROGRAMS = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}
 
 
-def replay(tmp_path, lesson, terminal: str | None = None):
-    """Replay a lesson with --yes, or on a pseudo-terminal where a person types terminal."""
+def replay(tmp_path, lesson, terminal: str | None = None, *flags: str):
+    """Replay a lesson with --yes, or on a pseudo-terminal where a person types terminal; flags:
+    the command line's others."""
     transcript = tmp_path / "t.jsonl"
     command = [
         sys.executable,
@@ -51,7 +52,7 @@ def replay(tmp_path, lesson, terminal: str | None = None):
         "--workdir",
         str(tmp_path / "work"),
     ]
-    command += ["--transcript", str(transcript)] + ([] if terminal else ["--yes"])
+    command += ["--transcript", str(transcript), *flags] + ([] if terminal else ["--yes"])
     stdin = subprocess.DEVNULL
     if terminal:
         import pty
@@ -211,6 +212,29 @@ def test_lesson_10_a_long_conversation_is_compacted_where_the_person_sees_it(tmp
     assert conversation[1]["content"].startswith("[The conversation before this point was")
     [read] = [m for m in conversation if m.get("tool_call_id") == "call_read"]
     assert read["content"].startswith('[compacted: read_file({"path": "numbers.txt"})')
+
+
+def test_lesson_11_each_step_says_what_it_cost_and_what_the_prefix_cache_saved(tmp_path):
+    # The tests run as test-model, which has no price: the lesson's model is named, as a person
+    # who has not set AGENT_MODEL runs it (the default, deepseek-flash).
+    lesson = ROOT / "examples" / "lesson-11.jsonl"
+    done, events = replay(tmp_path, lesson, None, "--model", "deepseek-flash")
+    assert done.returncode == 0 and "27 words" in done.stdout and "128 characters" in done.stdout
+    recorded = [e for e in events_of(lesson) if e["type"] == "assistant/message"]
+    printed = re.findall(r"^step \d+: (.*), a recorded reply$", done.stderr, re.M)
+    # what the agent makes of the recorded usage now, at DeepSeek's prices, is what the lesson says
+    said = [replies.describe_tokens(replies.count_tokens(e["usage"]), e["cost"]) for e in recorded]
+    assert printed == said
+    shares = [
+        int(share) for share in re.findall(r"the cache saved [\d.]+ USD, (\d+)%", "".join(said))
+    ]
+    assert shares == sorted(shares) and shares[0] >= 50 and shares[-1] >= 75  # it grows
+    assert (
+        "\ntotal: 2104 prompt tokens (1728 cached), 123 completion tokens, 0.000271 USD (the "
+        in done.stderr
+    )
+    replayed = [e["cost"] for e in events if e["type"] == "assistant/message"]
+    assert replayed == [e["cost"] for e in recorded]  # the replay's transcript records the same
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)

@@ -98,6 +98,7 @@ BREAKPOINTS = {
     "08": ("examples/subagent.py", "outcome = agent.run(", 0),
     "09": ("examples/handoff.py", "messages[0] = ", 0),
     "10": ("agent.py", "make_room(messages, client, model, offered, transcript)", 1),
+    "11": ("agent.py", "msg = resp.choices[0].message", 1),
 }
 
 
@@ -285,6 +286,25 @@ def test_a_lesson_programs_breakpoint_shows_what_its_row_says(tmp_path, lesson):
     assert f"{name}({number})" in done.stdout, done.stdout[-1500:]
     for value in shown:
         assert value in done.stdout, done.stdout[-1500:]
+
+
+@posix_only
+def test_lesson_11s_breakpoint_shows_the_cached_tokens_and_the_money_its_row_says(tmp_path):
+    # Typed as the row says: at the first reply, then three continues on, at the second task's.
+    row = next(line for line in README.splitlines() if line.startswith("| 11 |"))
+    assert "(384 of `resp.usage.prompt_tokens`, 425)" in row and "512 of 597" in row
+    assert "`continue` three times" in row and "`resp.cost`" in row
+    shown = "p resp.usage.prompt_cache_hit_tokens, resp.usage.prompt_tokens\np resp.cost\n"
+    commands = f"break {AGENT}:{msg_line() + 1}\ncontinue\n{shown}continue\ncontinue\ncontinue\n"
+    flags = ("--yes", "--model", "deepseek-flash", "--transcript", str(tmp_path / "t"))
+    done = pdb_replay(tmp_path, LESSONS / "lesson-11.jsonl", commands + shown + "q\n", *flags)
+    recorded = [
+        e for e in events_of(LESSONS / "lesson-11.jsonl") if e["type"] == "assistant/message"
+    ]
+    assert "(384, 425)" in done.stdout and "(512, 597)" in done.stdout, done.stdout[-1500:]
+    for cost in (recorded[0]["cost"], recorded[-1]["cost"]):  # the money, as the lesson says it
+        assert repr(cost) in done.stdout, done.stdout[-1500:]
+    assert recorded[0]["cost"]["saved"] > recorded[0]["cost"]["amount"]
 
 
 # --- The > prompt, --workdir and --help say what they are (issue 35) ------------------------------

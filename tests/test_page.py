@@ -16,7 +16,7 @@ from conftest import AGENT, ROOT, clean_env, events_of
 from scripted_server import call, reply
 
 from agent import SYSTEM_PROMPT
-from realworld import page, runs, transcripts
+from realworld import page, replies, runs, transcripts
 from realworld.guards import visible
 
 LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
@@ -302,7 +302,9 @@ def test_a_long_run_is_written_in_linear_time():
     assert time.process_time() - started < 10  # a bound that protects the machine: about 1 s
 
 
-@pytest.mark.parametrize("lesson", [LESSONS[-1], LESSONS[7]], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "lesson", [ROOT / "examples" / f"lesson-{n}.jsonl" for n in ("10", "08")], ids=lambda p: p.stem
+)
 def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson):
     # Lesson 10 compacts twice and lesson 08 nests a helper: at each of the run's own requests the
     # list shown is the one it sent (realworld/runs.py), in its order, none more (issue 33).
@@ -330,3 +332,18 @@ def test_a_lessons_page_says_it_was_written_by_hand_and_shows_its_point(tmp_path
     assert "Written by hand: its server, its tokens and its times are examples" in shown
     assert shown.count("its reasoning, sent back with it:") >= 2
     assert re.search(r"<text class=scale x=2 y=14>[\d,]+ tokens</text>", shown)
+
+
+def test_lesson_11s_page_says_what_each_step_cost_and_what_the_cache_saved():
+    # Each step with its money and the share the prefix cache saved, as the lesson records them
+    # (issue 36); the total in the header.
+    events = transcripts.read(PAGES.parent.parent / "examples" / "lesson-11.jsonl")
+    shown = page.page(events, SYSTEM_PROMPT)
+    steps = [e for e in events if e["type"] == "assistant/message"]
+    for step in steps:
+        said = replies.describe_tokens(replies.count_tokens(step["usage"]), step["cost"])
+        assert f"; {said}; " in shown
+    assert "(the cache saved 0.000113 USD, 53%)" in shown
+    assert "(the cache saved 0.000151 USD, 77%)" in shown
+    total = "2104 prompt tokens (1728 cached), 123 completion tokens, 0.000271 USD"
+    assert f"; {total} (the cache saved 0.000508 USD, 65%)</p>" in shown
