@@ -590,6 +590,8 @@ SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟�
 #   describes  says what something contains or looks like
 #   another    another actor acts: the model, an assistant, a named model family, a role label
 #   past       the action is done already ("I ran", "我运行了"): a recap
+#   condition  the action waits on something ("If the tests fail, I'll run:")
+#   negation   the model says it will not ("I won't run it")
 #   call       the person's word for a tool call
 #   see        the person asks to see one ("show", "look like"): with call, a veto
 #   keep       the person asks that nothing run or change ("don't run", "不要修改"): a veto
@@ -607,178 +609,227 @@ CUES = {
         r"right|yes",
         "presents": r"here is|here's|here are|here it is|below is|give you",
         "shows": r"show\w*|quot\w*|past\w*|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|"
-        r"explain\w*|break (?:it|this) down",
+        r"explain\w*|break (?:it|this) down|teach\w*|introduc\w*|present(?:ing|s)?|describ\w*|"
+        r"anatomy|\w+'d (?:describe|write|make|run|call|use|do|look|send|say)",
         "examples": r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|"
         r"like this|like so|such as|sample|format|syntax|for reference|is how|are how|this way|"
         r"typical|written as",
         "plans": r"(?:my plan|the plan|plan|my steps|the steps)\s*[:：]",
         "describes": r"looks? like|contains?|says",
         "another": r"the (?:model|assistant|llm|parser|bot)|"
-        r"(?:it|he|she|they) (?:writes|outputs|emits|returns|sends|produces|generates|replies|"
-        r"responds|answers|says|calls)|(?:assistant|model|output|response|ai)\s*:",
+        r"(?:it|he|she|they|the \w+) (?:then )?(?:writes|outputs|emits|returns|sends|produces|"
+        r"generates|replies|responds|answers|says|calls)|\w+ (?:outputs|emits|generates|produces|"
+        r"responds|replies)|(?:assistant|model|output|response|ai)\s*:|"
+        r"you (?:can|could|should|may|might) (?:run|execute|use|try|paste|type)|yourself",
         "past": r"i (?:ran|wrote|did|executed|created|called|invoked|used|typed|sent|edited|saved|"
         r"changed)|(?:i've|i have|i had|we've|we have)(?: already| just)? (?:run|written|done|"
         r"executed|created|called|invoked|used|typed|sent|edited|saved|changed|made)|"
         r"(?:was|were) (?:run|written|executed|called)",
-        "call": r"tool[ _-]?calls?|function[ _-]?calls?|the call|a call|json for",
+        "condition": r"^\W*(?:if|when|whenever|unless|in case|once|should|after|before)",
+        "negation": r"(?:i|we) (?:will|shall|would|am|'m|are|do|did|can) not|(?:i|we) (?:won't|"
+        r"don't|didn't|can't|cannot|shouldn't|wouldn't)|(?:i'm|i am|we're) not going to|"
+        r"(?:i|we)(?:'ll| will) never|not (?:run|execute|write|call) (?:it|this|that)",
+        "call": r"tool[ _-]?calls?|the call|a call|json for|\w+_\w+ calls?",
         "see": r"show|look like|looks like|example|give me|write out|just|only|tell me",
-        "keep": r"don't run|do not run|without running|don't execute|do not execute|"
-        r"don't change|do not change|without changing|change nothing|don't modify|do not modify|"
-        r"don't touch|do not touch",
+        "keep": r"(?:don't|do not|never) (?:change|modify|touch|write|edit|alter) (?:anything|any "
+        r"files?|a thing)|change nothing|touch nothing|without (?:changing|touching|writing|"
+        r"running) (?:anything|it|them)|(?:don't|do not) (?:actually )?(?:run|execute|write) (?:it|"
+        r"this|that|them|anything)|dry run|(?:don't|do not) actually|make no changes|no changes",
     },
     "zh": {
         "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|"
-        r"下面我|首先|"
-        r"然后|需要先|先看|先读|这就|马上|立即|立刻|第.步|步骤",
+        r"下面我|首先|然后|需要先|先看|先读|这就|马上|立即|立刻|第.步|步骤",
         "affirms": r"好的|好|行|可以|没问题|收到|明白|了解",
         "presents": r"下面是|以下是|这是",
-        "shows": r"展示|演示|示范|给你看|讲解|解释|带你",
+        "shows": r"展示|演示|示范|给你看|讲解|解释|带你|介绍|语法|说明一下|讲一下|教你",
         "examples": r"例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|"
-        r"形如|参考|"
-        r"模板|以上|上面|就是",
+        r"形如|参考|模板|以上|上面|就是",
         "plans": r"计划|步骤",
         "describes": r"内容",
-        "another": r"模型|助手|它(?:会)?(?:输出|写|返回|生成|调用)|解析器|输出[:：]|回复[:：]",
+        "another": r"模型|助手|它(?:会)?(?:输出|写|返回|生成|调用)|解析器|输出[:：]|回复[:：]|"
+        r"(?:代理|智能体|用户|程序|系统)(?:会|再)?(?:调用|输出|返回|发送)|你可以|您可以|你自己",
         "past": r"(?:运行|执行|写入?|调用|创建|读取?|修改|跑)(?:过|了)|我已经|刚才|刚刚",
-        "call": r"调用",
-        "see": r"不要|别|只|示例|例子|显示|看看|什么样|怎么写|长什么样",
-        "keep": r"不要(?:运行|执行|修改|改|动)|别(?:运行|执行|修改|改|动)|不用(?:运行|执行)|"
-        r"不(?:要)?改动?任何|不(?:要)?做任何(?:修改|改动)",
+        "condition": r"如果|要是|假如|万一|一旦|的话",
+        "negation": r"我不会|我不|不会(?:运行|执行|写)|我没有|不打算",
+        "call": r"工具调用|调用(?:是什么样|长什么样|怎么写|的格式)|"
+        r"(?:你|您)(?:会|要)?(?:做|用)?的调用",
+        "see": r"什么样|怎么写|格式|示例|例子|显示|给我看|只显示|不要执行|别执行",
+        "keep": r"不要(?:修改|改动|改|动|运行|执行)(?:任何|它|这个)|别(?:修改|改|动|运行|执行)"
+        r"(?:任何|它)|不(?:要)?(?:改动?|修改|动)任何|不(?:要)?做任何(?:修改|改动)|请勿|"
+        r"勿(?:修改|改动|运行|执行)|无需(?:修改|运行|执行)",
     },
     "ja": {
         "announces": r"まず|次に|ます|ましょう",
         "affirms": r"はい|わかりました",
         "presents": r"以下は|これは|これが",
-        "shows": r"示します|見せ|説明",
+        "shows": r"示します|見せ|説明|紹介|書き方|記法",
         "examples": r"例えば|例を|の例|以下のよう|このよう|形式|書式",
         "plans": r"手順|計画",
         "describes": r"の内容",
-        "another": r"モデル|アシスタント|出力[:：]",
+        "another": r"モデル|アシスタント|出力[:：]|あなたが|ご自身",
         "past": r"ました|でした",
+        "condition": r"もし|なら[、,]|たら[、,]|場合は",
+        "negation": r"しません|ません|しないつもり",
         "call": r"呼び出し",
         "see": r"見せ|どのよう|どんな|例|だけ",
-        "keep": r"実行しないで|実行せず|変更しないで|変更せず|書き換えないで|書き換えず|"
-        r"何も変更しない",
+        "keep": r"何も(?:変更|実行|書き換え)し(?:ない|ません)|何も(?:変更|実行)せず|触らないで|"
+        r"実行(?:は)?しないで|変更(?:は)?しないで|書き換えないで|実行せず|変更せず",
     },
     "ko": {
         "announces": r"겠습니다|할게요|볼게요|보겠|하겠",
         "affirms": r"네|알겠습니다",
         "presents": r"다음은|이것은",
-        "shows": r"보여|설명",
+        "shows": r"보여|설명|알려드리|문법|소개",
         "examples": r"예를|예시|다음과|형식|방식",
         "plans": r"계획",
         "describes": r"내용",
-        "another": r"모델|어시스턴트|출력[:：]",
+        "another": r"모델|어시스턴트|출력[:：]|직접",
         "past": r"했습니다|했어요|었습니다|았습니다",
+        "condition": r"만약|(?:하|으)면[ ,]|경우에",
+        "negation": r"않겠|않을|안 할|하지 않",
         "call": r"호출",
         "see": r"보여|어떻게|예시|만",
-        "keep": r"실행하지 마|바꾸지 마|수정하지 마|변경하지 마",
+        "keep": r"아무것도 (?:바꾸지|수정하지|변경하지|건드리지|실행하지) 마|건드리지 마|손대지 마|"
+        r"실행하지 마",
     },
     "fr": {
-        "announces": r"je vais|laissez-moi|laisse-moi|voyons|maintenant",
+        "announces": r"je vais|laissez-moi|laisse-moi|voyons|maintenant|d'abord|tout d'abord|"
+        r"je (?:lis|écris|lance|exécute|vérifie|regarde|ouvre|crée)",
         "affirms": r"d'accord|bien|oui",
         "presents": r"voici|voilà",
-        "shows": r"montr\w*|expliqu\w*|cit\w*",
+        "shows": r"montr\w*|expliqu\w*|cit\w*|présent\w*|syntaxe|décri\w*|enseign\w*|serait",
         "examples": r"par exemple|exemple|comme ceci",
         "plans": r"mon plan|le plan|plan\s*[:：]",
         "describes": r"ressemble|ainsi|contient",
-        "another": r"le modèle|l['’]assistant|il (?:écrit|renvoie|produit|génère|répond)",
+        "another": r"le modèle|l['’]assistant|il (?:écrit|renvoie|produit|génère|répond)|"
+        r"tu peux|vous pouvez|toi-même|vous-même",
         "past": r"j['’]ai (?!besoin|envie)\w+|nous avons \w+é",
+        "condition": r"^\W*(?:si|s'il|quand|lorsque|au cas où|une fois)",
+        "negation": r"ne (?:vais|vas|va|le|l['’]\w+|\w+) pas|je ne|n['’]\w+ pas",
         "call": r"appels?",
         "see": r"montre\w*|ressemble|exemple|juste|seulement",
-        "keep": r"ne (?:l['’])?(?:lance|exécute|change|modifie|touche|écris) (?:rien|pas)|"
-        r"sans (?:l['’])?(?:exécuter|lancer|rien changer)",
+        "keep": r"ne (?:change|modifie|touche|lance|exécute|écris) rien|ne touche à rien|"
+        r"aucune modification|aucun changement|sans rien (?:changer|modifier|exécuter)|"
+        r"sans l['’]exécuter|ne l['’](?:exécute|lance) pas",
     },
     "es": {
-        "announces": r"voy a|déjame|vamos a|ahora",
+        "announces": r"voy a|déjame|vamos a|ahora|primero|reviso|leo|escribo|ejecuto|abro|"
+        r"compruebo|miro",
         "affirms": r"claro|vale|bien|sí",
         "presents": r"aquí",
-        "shows": r"mostr\w*|muestr\w*|explic\w*|cit\w*",
+        "shows": r"mostr\w*|muestr\w*|explic\w*|cit\w*|enseñ\w*|present\w*|describ\w*|"
+        r"sintaxis|sería|cómo se escribe",
         "examples": r"por ejemplo|ejemplo",
         "plans": r"mi plan|el plan|plan\s*[:：]",
         "describes": r"así|contiene",
-        "another": r"el modelo|el asistente",
+        "another": r"el modelo|el asistente|puedes|usted puede|tú mismo",
         "past": r"(?:he|hemos|había) \w+(?:ado|ido)|ejecuté|escribí|corrí|hice|usé|creé",
+        "condition": r"^\W*(?:si|cuando|en caso de|una vez)",
+        "negation": r"no (?:lo |la )?(?:voy|vamos|ejecut\w*|escrib\w*|corr\w*|har\w*)",
         "call": r"llamadas?",
         "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo|solo|sólo",
-        "keep": r"no (?:lo )?(?:ejecutes|cambies|modifiques|escribas|toques)|sin ejecutar|"
-        r"sin cambiar",
+        "keep": r"no (?:cambies|modifiques|toques|ejecutes|escribas) nada|no hagas ningún cambio|"
+        r"ningún cambio|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes",
     },
     "de": {
-        "announces": r"ich werde|werde ich|lass mich|jetzt|nun",
+        "announces": r"ich werde|werde ich|lass mich|jetzt|nun|zuerst|zunächst|"
+        r"(?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte) ich|"
+        r"ich (?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte)",
         "affirms": r"gut|klar|ja",
         "presents": r"hier ist|hier sind",
-        "shows": r"zeig\w*|erklär\w*|zitier\w*|würde",
+        "shows": r"zeig\w*|erklär\w*|zitier\w*|würde|bei(?:zu)?bringen|vorstell\w*|"
+        r"beschreib\w*|syntax|aussieht|aussehen|wäre",
         "examples": r"zum beispiel|beispiel\w*",
         "plans": r"mein plan|der plan|plan\s*[:：]",
         "describes": r"sieht so aus|enthält|so schreibt",
-        "another": r"das modell|der assistent|es (?:schreibt|gibt|erzeugt|antwortet)",
+        "another": r"das modell|der assistent|es (?:schreibt|gibt|erzeugt|antwortet)|du kannst|"
+        r"sie können|selbst",
         "past": r"ich habe|ich hatte|wir haben|habe ich|hatte ich",
-        "call": r"aufrufs?|aufruf\w*|funktionsaufruf\w*|toolaufruf\w*",
+        "condition": r"^\W*(?:wenn|falls|sobald|sofern)",
+        "negation": r"werde (?:\w+ )?nicht|nicht (?:aus|ausführen|schreiben)",
+        "call": r"aufruf(?:s|e)?|funktionsaufruf\w*|toolaufruf\w*",
         "see": r"zeig\w*|sieht|aussieht|beispiel|nur",
-        "keep": r"nicht ausführen|führ\w* (?:ihn |es )?nicht aus|ändere nichts|nichts ändern|"
-        r"nicht ändern",
+        "keep": r"ändere nichts|nichts (?:ändern|anfassen|ausführen)|keine \w+ anfassen|"
+        r"keine änderung\w*|führ\w* (?:es |ihn |das )?nicht aus|nicht ausführen",
     },
     "pt": {
-        "announces": r"vou|deixe-me|vamos|agora",
+        "announces": r"vou|deixe-me|deixa eu|vamos|agora|primeiro|leio|escrevo|executo|abro|"
+        r"verifico",
         "affirms": r"claro|certo|sim",
         "presents": r"aqui está|aqui estão",
-        "shows": r"mostr\w*|explic\w*|cit\w*",
+        "shows": r"mostr\w*|explic\w*|cit\w*|veja|ficaria|seria|descrev\w*|apresent\w*|ensin\w*|"
+        r"sintaxe",
         "examples": r"por exemplo|exemplo",
         "plans": r"meu plano|o plano|plano\s*[:：]",
         "describes": r"assim|contém",
-        "another": r"o modelo|o assistente",
+        "another": r"o modelo|o assistente|você pode|você mesmo",
         "past": r"executei|escrevi|rodei|fiz|criei|usei|chamei",
+        "condition": r"^\W*(?:se|quando|caso)",
+        "negation": r"não (?:vou|vamos|execut\w*|escrev\w*|rod\w*|far\w*)",
         "call": r"chamadas?",
         "see": r"mostr\w*|como (?:é|fica)|exemplo|só|apenas",
-        "keep": r"não (?:execute|rode|altere|mude|modifique|escreva)|sem executar|sem alterar",
+        "keep": r"não (?:altere|mude|modifique|mexa|toque|execute|rode|escreva) (?:nada|em nada)|"
+        r"não mexa|sem (?:alterar|executar|mudar) nada|não o execute",
     },
     "it": {
-        "announces": r"lascia(?:temi)? che|ora|adesso|\w+erò|\w+irò|\w+arò",
+        "announces": r"lascia(?:temi)? che|ora|adesso|prima|\w+erò|\w+irò|\w+arò|"
+        r"leggo|scrivo|eseguo|controllo|apro|creo|lancio|verifico|guardo",
         "affirms": r"certo|va bene|sì",
         "presents": r"ecco",
-        "shows": r"mostr\w*|spieg\w*|cit\w*",
+        "shows": r"mostr\w*|spieg\w*|cit\w*|faccio vedere|far vedere|illustr\w*|present\w*|"
+        r"descriv\w*|insegn\w*|sintassi|sarebbe",
         "examples": r"per esempio|esempio",
         "plans": r"il mio piano|il piano|piano\s*[:：]",
         "describes": r"così|contiene",
-        "another": r"il modello|l['’]assistente",
+        "another": r"il modello|l['’]assistente|puoi|tu stesso",
         "past": r"ho (?:eseguito|scritto|fatto|lanciato|creato|usato|chiamato)|"
         r"abbiamo \w+(?:ato|uto|ito)",
+        "condition": r"^\W*(?:se|quando|nel caso|una volta)",
+        "negation": r"non (?:lo |la )?(?:eseguir\w*|scriver\w*|far\w*|lancer\w*|vado)",
         "call": r"chiamat[ae]",
         "see": r"mostr\w*|come (?:è|appare)|esempio|solo",
-        "keep": r"non (?:eseguire|eseguirlo|modificare|cambiare|scrivere|toccare)|senza eseguire|"
-        r"senza modificare",
+        "keep": r"non (?:modificare|cambiare|toccare|eseguire|scrivere) (?:niente|nulla)|"
+        r"lascia stare|senza (?:modificare|eseguire|toccare) (?:niente|nulla)|non eseguirl[oa]",
     },
     "nl": {
-        "announces": r"ik ga|laat me|ik zal|nu",
+        "announces": r"ik ga|laat me|ik zal|nu|eerst|"
+        r"ik (?:lees|schrijf|voer|open|maak|kijk|controleer|start)",
         "affirms": r"goed|prima|ja",
         "presents": r"hier is",
-        "shows": r"toon\w*|laat zien|uitleg\w*",
+        "shows": r"toon\w*|laat zien|uitleg\w*|zie je|laat .{0,20}zien|beschrijf\w*|syntaxis|"
+        r"eruitziet|zou",
         "examples": r"bijvoorbeeld|voorbeeld",
         "plans": r"mijn plan|het plan|plan\s*[:：]",
         "describes": r"ziet er zo uit|bevat",
-        "another": r"het model|de assistent",
+        "another": r"het model|de assistent|je kunt|u kunt|zelf",
         "past": r"ik heb|ik had|we hebben|heb ik",
+        "condition": r"^\W*(?:als|wanneer|indien|zodra)",
+        "negation": r"ga (?:\w+ )?niet|niet (?:uit|uitvoeren|schrijven)",
         "call": r"aanroep\w*",
         "see": r"toon|laat .{0,20}zien|ziet|voorbeeld|alleen",
-        "keep": r"niet uitvoeren|voer (?:het )?niet uit|verander niets|niets veranderen",
+        "keep": r"verander niets|niets (?:veranderen|aanpassen|uitvoeren)|pas niets aan|"
+        r"raak niets aan|voer (?:het )?niet uit",
     },
     "ru": {
         "announces": r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
-        r"запускаю",
+        r"запускаю|сначала|посмотрим|проверим|запустим|прочитаем",
         "affirms": r"хорошо|ладно|понял|да",
         "presents": r"вот",
-        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*",
+        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*|опиш\w*|описыва\w*|формат|синтаксис|"
+        r"научу|представлю|был бы|было бы",
         "examples": r"например|пример\w*|образец",
         "plans": r"мой план|план\s*[:：]",
         "describes": r"выглядит|содержит|так",
-        "another": r"модель|ассистент|(?:она|он) (?:пишет|выдаёт|выдает|возвращает)",
+        "another": r"модель|ассистент|(?:она|он) (?:пишет|выдаёт|выдает|возвращает)|"
+        r"агент (?:вызывает|пишет|выдаёт)|можешь|можете|сам",
         "past": r"я (?:\w+л|\w+ла)|запустил\w*|выполнил\w*|написал\w*|сделал\w*|создал\w*|"
         r"вызвал\w*",
+        "condition": r"^\W*(?:если|когда|в случае)",
+        "negation": r"не (?:буду|стану|запущу|выполню|запускаю)",
         "call": r"вызов\w*",
         "see": r"покаж\w*|выглядит|пример|только",
-        "keep": r"не (?:запускай|выполняй|меняй|изменяй|пиши|трогай)|ничего не (?:меняй|изменяй)|"
-        r"без запуска",
+        "keep": r"ничего не (?:меняй|изменяй|трогай|запускай|пиши)|не (?:запускай|выполняй) "
+        r"(?:его|это)|без запуска",
     },
 }
 SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole words
@@ -786,7 +837,8 @@ SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole wo
 FAMILY_NAMES = (
     r"hermes|qwen\w*|kimi|llama|mistral|mixtral|gemma|deepseek|glm|minimax|granite|phi-?\d|"
     r"gpt-oss|gpt-\d\w*|claude|gemini|jamba|functionary|xlam|lfm\d?|olmo|"
-    r"seed-oss|ernie|hunyuan|gigachat\w*|nemotron|magistral|devstral|harmony"
+    r"seed-oss|ernie|hunyuan|gigachat\w*|nemotron|magistral|devstral|codestral|pixtral|harmony|"
+    r"internlm\w*|baichuan|chatglm|smollm\w*|starcoder\w*|falcon|grok|command[- ]r\+?|cohere"
 )
 
 
@@ -809,6 +861,8 @@ ANNOUNCES, PRESENTS, SHOWS, EXAMPLES, PLANS, DESCRIBES, PAST = (
     cue(rule)
     for rule in ("announces", "presents", "shows", "examples", "plans", "describes", "past")
 )
+# the action waits on a condition, or the model says it will not take it
+UNSURE = re.compile(f"{cue('condition').pattern}|{cue('negation').pattern}", re.I)
 # the whole sentence is the word or two, and what follows it is punctuation
 AFFIRMS = re.compile(rf"(?:{'|'.join(row['affirms'] for row in CUES.values())})\W*", re.I)
 # a family's name in prose, not in its markup (<minimax:tool_call>)
@@ -927,14 +981,16 @@ def announces(words: str, lenient: bool) -> bool:
 
 def vetoes(sentence: str) -> bool:
     """Whether a sentence makes what follows it a mention, whoever runs it: it names an example or
-    heads a document section; another actor acts ("the model writes", "模型输出", "Hermes:") or
-    the action is past ("I ran", "我运行了"); it shows, quotes or explains; or it presents what
+    heads a document section; another actor acts ("the model writes", "模型输出", "Hermes:",
+    "you can run"), the action is past ("I ran", "我运行了"), waits on a condition ("If the tests
+    fail") or is denied ("I won't"); it shows, quotes or explains; or it presents what
     follows ("Here is") without announcing the model's own step ("Here's the file I'll write")."""
     return bool(
         EXAMPLES.search(sentence)
         or DOCUMENT_LINE.match(sentence)
         or ANOTHER.search(sentence)
         or PAST.search(sentence)
+        or UNSURE.search(sentence)
         or SHOWS.search(sentence)
         or (
             PRESENTS.search(sentence) and not (ANNOUNCES.search(sentence) or PLANS.search(sentence))

@@ -52,6 +52,8 @@ SAMPLES = {
         "describes": "The config contains:",
         "another": "Then the model writes:",
         "past": "Then I ran:",
+        "condition": "If the tests fail, I'll run:",
+        "negation": "I won't run this:",
         "ask": "What does a tool call that writes a.txt look like?",
         "keep": "Don't change anything, just tell me what you would write to a.txt.",
     },
@@ -65,6 +67,8 @@ SAMPLES = {
         "describes": "文件内容：",
         "another": "第二步：模型输出：",
         "past": "然后我运行了：",
+        "condition": "如果测试失败，我会运行：",
+        "negation": "我不会运行它：",
         "ask": "write_file 调用是什么样的？",
         "keep": "不要修改任何东西，只告诉我你会写什么。",
     },
@@ -78,6 +82,8 @@ SAMPLES = {
         "describes": "ファイルの内容：",
         "another": "モデルの出力：",
         "past": "ファイルを実行しました：",
+        "condition": "もし失敗したら、次を実行します：",
+        "negation": "これは実行しません：",
         "ask": "write_file の呼び出しはどのようになりますか？",
         "keep": "何も変更しないで、何を書くか教えて。",
     },
@@ -91,6 +97,8 @@ SAMPLES = {
         "describes": "파일 내용:",
         "another": "모델 출력:",
         "past": "파일을 실행했습니다:",
+        "condition": "만약 실패하면 다음을 실행하겠습니다:",
+        "negation": "이것은 실행하지 않겠습니다:",
         "ask": "write_file 호출은 어떻게 생겼나요?",
         "keep": "아무것도 바꾸지 마세요. 무엇을 쓸지만 알려 주세요.",
     },
@@ -104,6 +112,8 @@ SAMPLES = {
         "describes": "Le fichier contient :",
         "another": "Ensuite, le modèle écrit :",
         "past": "Ensuite, j'ai lancé :",
+        "condition": "Si les tests échouent, je vais lancer :",
+        "negation": "Je ne vais pas l'exécuter :",
         "ask": "À quoi ressemble un appel à write_file ?",
         "keep": "Ne change rien, dis-moi juste ce que tu écrirais.",
     },
@@ -117,6 +127,8 @@ SAMPLES = {
         "describes": "El archivo contiene:",
         "another": "Luego el modelo escribe:",
         "past": "Luego he ejecutado:",
+        "condition": "Si fallan las pruebas, voy a ejecutar:",
+        "negation": "No voy a ejecutarlo:",
         "ask": "¿Cómo se ve una llamada a write_file?",
         "keep": "No cambies nada, solo dime qué escribirías.",
     },
@@ -130,6 +142,8 @@ SAMPLES = {
         "describes": "Die Datei enthält:",
         "another": "Dann schreibt das Modell:",
         "past": "Dann habe ich ausgeführt:",
+        "condition": "Wenn die Tests fehlschlagen, werde ich ausführen:",
+        "negation": "Ich werde das nicht ausführen:",
         "ask": "Wie sieht ein Aufruf von write_file aus?",
         "keep": "Ändere nichts, sag mir nur, was du schreiben würdest.",
     },
@@ -143,6 +157,8 @@ SAMPLES = {
         "describes": "O arquivo contém:",
         "another": "Depois o modelo escreve:",
         "past": "Depois executei:",
+        "condition": "Se os testes falharem, vou executar:",
+        "negation": "Não vou executar isto:",
         "ask": "Como é uma chamada para write_file?",
         "keep": "Não altere nada, só me diga o que você escreveria.",
     },
@@ -156,6 +172,8 @@ SAMPLES = {
         "describes": "Il file contiene:",
         "another": "Poi il modello scrive:",
         "past": "Poi ho eseguito:",
+        "condition": "Se i test falliscono, eseguirò:",
+        "negation": "Non lo eseguirò:",
         "ask": "Come appare una chiamata a write_file?",
         "keep": "Non modificare niente, dimmi solo cosa scriveresti.",
     },
@@ -169,6 +187,8 @@ SAMPLES = {
         "describes": "Het bestand bevat:",
         "another": "Dan schrijft het model:",
         "past": "Dan heb ik uitgevoerd:",
+        "condition": "Als de tests falen, ga ik uitvoeren:",
+        "negation": "Ik ga dit niet uitvoeren:",
         "ask": "Hoe ziet een aanroep van write_file eruit?",
         "keep": "Verander niets, vertel me alleen wat je zou schrijven.",
     },
@@ -182,6 +202,8 @@ SAMPLES = {
         "describes": "Файл содержит:",
         "another": "Затем модель пишет:",
         "past": "Затем я запустил:",
+        "condition": "Если тесты упадут, я запущу:",
+        "negation": "Я не буду это запускать:",
         "ask": "Как выглядит вызов write_file?",
         "keep": "Ничего не меняй, просто скажи, что бы ты написал.",
     },
@@ -193,6 +215,7 @@ CASES = [(lang, rule) for lang in SAMPLES for rule in SAMPLES[lang]]
 def test_the_table_has_every_rule_for_every_language_and_no_entry_matches_nothing():
     assert set(SAMPLES) == set(dialects.CUES)
     rules = set(dialects.CUES["en"])
+    assert all(set(row) == rules - {"call", "see"} | {"ask"} for row in SAMPLES.values())
     for lang, row in dialects.CUES.items():
         assert set(row) == rules, lang
         for rule, words in row.items():
@@ -459,3 +482,86 @@ def test_a_context_refusal_that_compaction_cannot_help_is_one_line_once(agent):
         assert "context/compacted" not in events and "context/window" in events
     finally:
         server.close()
+
+
+# --- Members a second pair of eyes wrote, none of them named above --------------------------------
+
+CALL_W = (
+    '<tool_call>\n{"name": "write_file", "arguments": {"path": "config.py", "content": "X = 1\\n"}}'
+    "\n</tool_call>"
+)
+CALL_S = (
+    '<tool_call>\n{"name": "run_shell", "arguments": {"command": "rm -rf build"}}\n</tool_call>'
+)
+CALL_R = '<tool_call>\n{"name": "read_file", "arguments": {"path": "config.py"}}\n</tool_call>'
+SECOND_EYES_MENTIONS = [
+    "Adesso ti faccio vedere come si scrive una chiamata:\n" + CALL_W,
+    "Ti illustrerò la sintassi di una chiamata:\n" + CALL_W,
+    "Nu zie je hoe de aanroep eruitziet:\n" + CALL_W,
+    "Agora veja como ficaria a chamada:\n" + CALL_W,
+    "Сейчас опишу формат вызова:\n" + CALL_W,
+    "次に、呼び出しの書き方を紹介します：\n" + CALL_W,
+    "이제 호출 문법을 알려드리겠습니다:\n" + CALL_W,
+    "接下来我介绍一下调用的语法：\n" + CALL_W,
+    "When the user asks for a change, the loop sends the request.\nThen the agent calls:\n"
+    + CALL_W,
+    "Next, Codestral outputs:\n" + CALL_W,
+    "I will not execute it; you can run it yourself:\n" + CALL_S,
+    "If the tests fail, I'll run:\n" + CALL_S,
+    "Je vais te présenter la syntaxe d'un appel :\n" + CALL_W,
+    "Ahora te enseño cómo se escribe la llamada:\n" + CALL_W,
+    "Ich werde dir beibringen, wie ein Aufruf aussieht:\n" + CALL_W,
+    "If you'd like, I can run the following:\n" + CALL_S,
+    "Now I'd describe the call you'd make as:\n" + CALL_W,
+]
+SECOND_EYES_LEAKS = [
+    "Leggo il file:\n" + CALL_R,
+    "Ik lees eerst het bestand:\n" + CALL_R,
+    "Deixa eu ver o arquivo:\n" + CALL_R,
+    "Сначала посмотрим содержимое:\n" + CALL_R,
+    "Primero reviso el archivo:\n" + CALL_R,
+    "Zuerst lese ich die Datei:\n" + CALL_R,
+    "D'abord, je lis le fichier :\n" + CALL_R,
+]
+SECOND_EYES_VETOES = [
+    "설정 파일은 건드리지 마세요, 설명만 해 주세요.",
+    "Lascia stare i file, voglio solo un piano.",
+    "Pas niets aan, alleen uitleggen.",
+    "Não mexa em nada, só me diga o que faria.",
+    "ファイルには触らないでください。",
+    "実行はしないでください。",
+    "请勿修改任何文件，只给我方案。",
+    "No hagas ningún cambio, solo explícame.",
+    "Bitte keine Dateien anfassen, nur erklären.",
+    "Ne fais aucune modification.",
+    "Dry run only: don't actually write anything.",
+]
+SECOND_EYES_TASKS = [  # a narrow "don't", or calls in the person's code: no veto
+    "Zeig mir, welche Funktionen config.py aufruft, und behebe den Fehler.",
+    "Show me every function call in config.py, then fix X.",
+    "Don't change the public API; fix the bug in config.py.",
+    "不要修改测试，修复 config.py 里的 bug。",
+]
+REAL = "I'll write the fix now:\n" + CALL_W
+
+
+@pytest.mark.parametrize("text", SECOND_EYES_MENTIONS)
+def test_second_eyes_mentions_never_run(text):
+    assert recovered(text) == []
+
+
+@pytest.mark.parametrize("text", SECOND_EYES_LEAKS)
+def test_second_eyes_real_calls_run(text):
+    assert recovered(text) == [("read_file", {"path": "config.py"})]
+
+
+@pytest.mark.parametrize("asked", SECOND_EYES_VETOES)
+def test_second_eyes_vetoes_keep_a_call_from_running(asked):
+    assert recovered(REAL, [asked], asked) == []
+
+
+@pytest.mark.parametrize("asked", SECOND_EYES_TASKS)
+def test_second_eyes_tasks_veto_nothing(asked):
+    assert recovered(REAL, [asked], asked) == [
+        ("write_file", {"path": "config.py", "content": "X = 1\n"})
+    ]
