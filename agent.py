@@ -71,8 +71,8 @@ def run(
     it, status "budget"): config.py's if not given. yes: run shell commands without asking. pause:
     when a command needs a yes, pause (status "paused"); with no terminal a run always pauses.
     approvals: to go on after a pause, {call id: True, or the reason to decline it}, with the same
-    messages and task None (or the next). transcript: an open file that records every step."""
-    client = replies.wrap(client, budget)
+    messages and task None (or the next task).
+    transcript: an open file that records every step."""
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR
@@ -80,10 +80,11 @@ def run(
     if messages is None:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     record_start(messages, tools, transcript)  # where the transcript holds nothing yet
-    # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
-    given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
-    given |= {"messages": messages, "tools": tools, "transcript": transcript}
     try:
+        client = replies.wrap(client, budget)  # none given: the settings' server (SDK loads)
+        # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
+        given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
+        given |= {"messages": messages, "tools": tools, "transcript": transcript}
         # A paused run goes on where it stopped: the calls it left open are answered first.
         if outcome := go_on(messages, approvals or {}, tools, given, pause, transcript):
             return outcome
@@ -118,8 +119,9 @@ def run(
         outcome = Outcome(e.status, str(e))
     except BaseException as e:  # Ctrl-C, SIGTERM, a bug: finished below, then raised again
         outcome = interrupted(e)
+        trim_traceback(e)  # Ctrl-C: shown stopping this loop, not inside a library
         raise
-    finally:  # every exit: each call answered, so a server accepts the history
+    finally:  # every exit: each call answered, and the task, so a server accepts the history
         finish(messages, outcome, transcript, model, workdir, client)
     return outcome
 
@@ -226,10 +228,23 @@ def interrupted(e: BaseException) -> Outcome:
     return Outcome("error", f"stopped by an error: {type(e).__name__}: {e}")
 
 
+def trim_traceback(e: BaseException) -> None:
+    """Ctrl-C raises KeyboardInterrupt wherever Python is when the key is pressed: most often deep
+    in the SDK (reading the reply, or importing one of its modules, which it does on first use),
+    in httpx, or in subprocess and threading while a command runs. Nothing failed there, so the
+    traceback a person sees at a Python prompt ends at the line of run() it stopped, and no
+    exception it came in the middle of is shown (as `raise ... from None`). Any other exception,
+    a bug or pdb's quit (bdb.BdbQuit), keeps its whole traceback."""
+    if isinstance(e, KeyboardInterrupt):  # a signal handled as Ctrl-C (SIGTERM, SIGHUP) too
+        e.__traceback__.tb_next = None  # it starts at run(), the frame that caught it
+        e.__cause__ = None  # which shows no context either
+        e.__suppress_context__ = True
+
+
 def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workdir, client) -> None:
-    """Answer every call still open (a pause leaves them for the person), say why the run
-    stopped, record the end. A pause records the settings the run had, sealed with the whole
-    conversation: going on needs the same."""
+    """Answer every call still open (a pause leaves them for the person), and the task if no
+    reply came to it; say why the run stopped, record the end. A pause records the settings the
+    run had, sealed with the whole conversation: going on needs the same."""
     reason = (
         outcome.text if outcome.status in ("interrupted", "error") else f"not run: {outcome.text}"
     )
@@ -243,6 +258,8 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
         )
         return
     pauses.close_open_calls(messages, reason, transcript)
+    if outcome.status != "context_full":  # that one goes again once compacted (realworld/cli.py)
+        pauses.close_open_task(messages, outcome.text, transcript)
     if outcome.status in ("api_error", "context_full"):
         say(f"agent: {outcome.text}")
     elif outcome.status not in ("answered", "interrupted", "error"):  # the caller says those

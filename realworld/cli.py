@@ -202,6 +202,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     else:  # killed while it ran what was approved: those may or may not have run
         started = pauses.started(recorded)
         pauses.close_open_calls(messages, pauses.UNANSWERED, transcript, started)
+    pauses.close_open_task(messages, pauses.NO_ANSWER, transcript)  # killed while it waited
     new = " (a new, empty folder: it did not exist)" if options.made_workdir else ""
     say(
         f"{options.model} at {where}, working in {options.workdir}{new}{sandbox.mode()}; "
@@ -313,9 +314,9 @@ def goes_on_from(program: Program, recorded: list[dict], options, replay, client
 
 def turn(program: Program, task, messages, tools, options, client, transcript, approvals):
     """Run one task; its Outcome, or None if Ctrl-C ended it. SIGTERM and SIGHUP end the agent
-    too. run() has answered every call and recorded the end before the interruption reaches here.
-    A request the server refuses as longer than its context window gets the conversation
-    compacted, and goes once more."""
+    too. run() has answered every call, and the task, and recorded the end before the
+    interruption reaches here. A request the server refuses as longer than its context window
+    gets the conversation compacted, and goes once more."""
     settings = {
         "tools": tools,
         "client": client,
@@ -345,8 +346,14 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
                     "agent: still too long after compacting: the task and its last results alone "
                     "do not fit; lower AGENT_MAX_OUTPUT, or start a new conversation"
                 )
+        if outcome.status == "context_full":  # answered here, for the next task to follow
+            still = "too long for the model's context window"
+            pauses.close_open_task(messages, still, transcript)
         return outcome
     except KeyboardInterrupt as e:  # tools.run_shell has already ended a running command
+        # run() answered the task, unless Ctrl-C came while compacting above: answered here
+        by = "a signal" if isinstance(e, Stopped) else "the user"
+        pauses.close_open_task(messages, f"interrupted by {by}", transcript)
         if isinstance(e, Stopped):
             raise
         say("\nagent: interrupted")

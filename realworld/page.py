@@ -194,6 +194,11 @@ def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict)
     kind = event["type"]
     if kind == "user/message":
         return f"<div class=event><b>task</b><pre>{escape(event['content'])}</pre></div>"
+    if runs.is_no_reply(event):
+        return (
+            "<div class=event><b>no reply</b>: the agent answered the task in its place"
+            f"<pre>{escape(event['message'].get('content') or '')}</pre></div>"
+        )
     if kind == "assistant/message":
         number, request = at[id(event)]
         before = own[number - 2] if number > 1 else None
@@ -601,6 +606,8 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
             asker = "asked for a summary"
         content = shorten(event["content"], 300) if "under" in event else event["content"]
         yield f"\n{asker}: {content}"
+    elif runs.is_no_reply(event):
+        yield f"[no reply: the agent answered in its place] {event['message'].get('content')}"
     elif kind == "assistant/message":
         message = event["message"]
         yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"

@@ -101,6 +101,10 @@ UNANSWERED = (
 )
 
 
+# What the task of a killed run gets, when the run is resumed, if no reply had come to it.
+NO_ANSWER = "the earlier run ended before the model answered"
+
+
 def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -> None:
     """Answer each call of the last reply that has no tool message yet (or those of them whose
     ids are in only), with reason: every call gets one tool message, so a server accepts the
@@ -113,6 +117,21 @@ def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -
         name = call["function"]["name"]
         say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
         transcripts.record_message(transcript, tool_message, name=name, ok=False)
+
+
+def close_open_task(messages: list[dict], reason: str, transcript) -> None:
+    """Where the conversation ends in the person's message and no reply came to it (the run was
+    interrupted, or its request failed, before the model answered), answer it with an assistant
+    message that says why: the next task then follows an answer. Strict chat templates (Mistral's,
+    Gemma's) refuse two user messages in a row: "Conversation roles must alternate
+    user/assistant/user/assistant/...". What the person typed stays as it was. The model reads
+    the reason's first line (the rest is a hint for the person); the transcript records the
+    message with no_reply, the whole reason: no request got it (realworld/runs.py)."""
+    if messages and messages[-1]["role"] == "user":
+        first_line = reason.partition("\n")[0]
+        answer = {"role": "assistant", "content": f"(no answer: {first_line})"}
+        messages.append(answer)
+        transcripts.record_message(transcript, answer, no_reply=reason)
 
 
 def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:

@@ -57,7 +57,10 @@ class Replay:
             status, text, window = failures[failed]
             if status == "context_full":
                 raise replies.ContextFull(text, window)
-            raise (RecordingStopped if status == "interrupted" else replies.RequestFailed)(text)
+            if status == "interrupted":
+                say("replay: the recorded run got no reply here")
+                raise RecordingStopped(text)
+            raise replies.RequestFailed(text)
         # The replies are given in the order they were recorded, whichever conversation asks:
         # a helper's steps were recorded between its caller's.
         if self.served >= len(self.requests):
@@ -180,31 +183,45 @@ def last_results(messages: list[dict]) -> tuple[dict | None, list[tuple[str, dic
 
 
 def refusals(events: list[dict]) -> dict:
-    """{the number of replies recorded before them: [(status, words, the window it named), ...]}
+    """{the number of replies recorded before them: [[status, words, the window it named], ...]}
     for the requests of the recorded run that got no reply, in order: refused as longer than the
-    context window (context_full), an error (api_error), or a run killed while it waited (its
-    next event of the run's own is a run/resume, with no turn/end before it: interrupted)."""
+    context window (context_full), an error (api_error), or a run stopped while it waited or
+    before its next request (interrupted): by Ctrl-C, a signal or an error (its turn/end says so),
+    or killed (its next event of the run's own is a run/resume, with no turn/end before it).
+    Where the agent answered the task in the reply's place (runs.is_no_reply()), the words are the
+    reason it gave, so that the replay's answer says the same."""
     found, served, ended = {}, 0, True
+    failure, reason = None, None  # the run's own turn: how its request failed, the reason given
     for event in events:
-        status, own = event.get("status"), "under" not in event
-        if event["type"] == "assistant/message":
+        kind, status, own = event["type"], event.get("status"), "under" not in event
+        failed = None
+        if runs.is_no_reply(event):
+            reason = event["no_reply"] if own else reason
+        elif kind == "assistant/message":
             served, ended = served + 1, ended and not own
-        elif event["type"] == "turn/end" and status in ("context_full", "api_error"):
-            words = str(event.get("error") or "the request failed")
-            found.setdefault(served, []).append([status, words, None])
+        elif kind == "turn/end" and status in ("context_full", "api_error"):
+            failed = [status, str(event.get("error") or "the request failed"), None]
         elif (
-            event["type"] == "context/window"
-            and served in found
-            and type(event.get("window")) is int
+            kind == "turn/end"
+            and own
+            and not failure
+            and (reason or status in ("interrupted", "error"))
         ):
+            failed = ["interrupted", "the recorded run was interrupted here", None]
+        elif kind == "context/window" and served in found and type(event.get("window")) is int:
             found[served][-1][2] = event["window"]
-        elif event["type"] == "run/resume" and not ended:
+        elif kind == "run/resume" and not ended:
             words = "the recorded run was stopped here; it went on later from a --resume"
-            found.setdefault(served, []).append(["interrupted", words, None])
-        if own and event["type"] in ("turn/end", "run/resume"):
+            failed = ["interrupted", words, None]
+        if failed:
+            found.setdefault(served, []).append(failed)
+            failure = failed if own else failure
+        if own and failure and reason:
+            failure[1] = reason
+        if own and kind in ("turn/end", "run/resume"):
             ended = True
-        elif own and event["type"] == "user/message":
-            ended = False
+        elif own and kind == "user/message":
+            ended, failure, reason = False, None, None
     return found
 
 

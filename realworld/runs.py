@@ -3,7 +3,8 @@
 transcripts.py writes a run's events as they happen. walk() below reads them once, in their order,
 as the loop went: each conversation (the run's own; a helper's, under the call that started it; a
 summary's, under its compaction) with the messages and the tools it held before each request. The
-reply is the message as the client made it (a recovered call keeps the id its result carries), a
+reply is the message as the client made it (a recovered call keeps the id its result carries), the
+agent's own answer where no reply came (is_no_reply()) is a message but no request's reply, a
 compaction replaces what it replaced from the next request on, a handoff's system prompt and tools
 too, and a step is numbered as the terminal numbers it: from 1 at each run() (a task, a going on
 after a pause or a refusal).
@@ -76,6 +77,8 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
                 here.step = 0
         elif kind == "user/message":
             here.messages.append({"role": "user", "content": event["content"]})
+        elif is_no_reply(event):  # in the conversation from here on; no request got it
+            here.messages.append(event["message"])
         elif kind == "assistant/message":
             here.step += 1
             here.last = Request(
@@ -166,6 +169,12 @@ def repeated_id(events: list[dict]) -> str | None:
                 return f"two calls have the id '{shown}': a transcript that repeats it is refused"
             called.add(call["id"])
     return None
+
+
+def is_no_reply(event: dict) -> bool:
+    """Whether an event is the assistant message the agent wrote where no reply came to a task
+    (pauses.close_open_task()), not a server's reply: its no_reply says why."""
+    return event["type"] == "assistant/message" and isinstance(event.get("no_reply"), str)
 
 
 def is_summary(under) -> bool:

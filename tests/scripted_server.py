@@ -55,12 +55,22 @@ class Stream:
 
     same_index: every tool call uses index 0 with its own id, as Ollama sends parallel calls.
     cut: the stream stops before the finish_reason, as when a connection drops.
+    hold: the stream stops there and stays open until the server closes: the reply is still
+    coming; arrived is set once its first events are sent.
     """
 
-    def __init__(self, body: dict, size: int = 3, same_index: bool = False, cut: bool = False):
+    def __init__(
+        self,
+        body: dict,
+        size: int = 3,
+        same_index: bool = False,
+        cut: bool = False,
+        hold: bool = False,
+    ):
         self.events = fragments(body, size, same_index)
-        if cut:
+        if cut or hold:
             self.events = self.events[:-2]  # neither the finish_reason chunk nor the usage chunk
+        self.hold, self.arrived = hold, threading.Event()
 
 
 def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
@@ -171,10 +181,21 @@ def history_problem(messages) -> str | None:
     return None
 
 
+def roles_problem(messages) -> str | None:
+    """What a strict chat template refuses in a conversation, or None: two user messages in a row
+    (Mistral's template raises this text in llama.cpp and vLLM; Gemma's says user/model). A tool
+    message belongs to the reply whose call it answers, so a user message may follow it."""
+    roles = [m.get("role") if isinstance(m, dict) else None for m in messages or []]
+    if any(one == two == "user" for one, two in itertools.pairwise(roles)):
+        return "Conversation roles must alternate user/assistant/user/assistant/..."
+    return None
+
+
 class ScriptedServer:
     """respond: a function from a request body to a reply, used when the script is empty. Like
     OpenAI, it answers HTTP 400 to a conversation with an unanswered tool call (history_problem),
-    unless lenient."""
+    and like a strict chat template to two user messages in a row (roles_problem), unless
+    lenient."""
 
     def __init__(self, respond=None, lenient: bool = False):
         self.respond, self.lenient = respond, lenient
@@ -215,11 +236,8 @@ class ScriptedServer:
                         "time": time.monotonic(),
                     }
                 )
-                problem = (
-                    None
-                    if server.lenient
-                    else history_problem(server.requests[-1]["body"].get("messages"))
-                )
+                sent = server.requests[-1]["body"].get("messages")
+                problem = None if server.lenient else history_problem(sent) or roles_problem(sent)
                 if problem:
                     error = {
                         "message": problem,
@@ -251,7 +269,7 @@ class ScriptedServer:
                     return self._send(head.status, body, {"retry-after-ms": "1"})
                 server.script.pop(0)
                 if isinstance(head, Stream):
-                    return self._stream(head.events)
+                    return self._stream(head)
                 if isinstance(head, Trickle):
                     return self._trickle(head)
                 if isinstance(head, Raw):
@@ -271,7 +289,8 @@ class ScriptedServer:
                     return None
                 self._send(200, head, {})  # a dict, or a raw str for a malformed reply
 
-            def _stream(self, events):
+            def _stream(self, stream):
+                events = stream.events
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("connection", "close")
@@ -279,7 +298,10 @@ class ScriptedServer:
                 for event in events:
                     self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                     self.wfile.flush()
-                if events and events[-1].get("usage"):  # a complete stream ends with [DONE]
+                if stream.hold:  # the rest is still coming
+                    stream.arrived.set()
+                    server.closing.wait(60)
+                elif events and events[-1].get("usage"):  # a complete stream ends with [DONE]
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 

@@ -7,7 +7,9 @@ import signal
 
 import pytest
 from conftest import events_of, posix_only
-from scripted_server import Hang, reply
+from scripted_server import Error, Hang, reply
+
+from realworld import runs
 
 
 def at_a_terminal(agent):
@@ -74,6 +76,52 @@ def test_ctrl_c_in_interactive_mode_interrupts_the_turn_and_returns_to_the_promp
         "interrupted",
         "answered",
     ]
+    # the next task follows an answer: a strict chat template refuses two user messages in a row
+    assert [m["content"] for m in server.messages(1)[1:]] == [
+        "slow task",
+        "(no answer: interrupted by the user)",
+        "next task",
+    ]
+
+
+@posix_only
+def test_ctrl_c_while_compacting_after_a_refusal_leaves_the_next_task_sendable(agent, server):
+    import pty
+
+    summary = Hang()
+    too_long = "This model's maximum context length is 2048 tokens"
+    server.add(reply("first answer"), Error(400, too_long, times=1), summary, reply("third"))
+    terminal, tty = pty.openpty()
+    os.write(terminal, b"first task\nsecond task\nthird task\nexit\n")
+    process, transcript = agent.start(stdin=tty)
+    os.close(tty)
+    assert summary.arrived.wait(60)  # the second task was refused: the agent asks for a summary
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    os.close(terminal)
+    assert (process.returncode, stdout) == (0, "first answer\nthird\n"), stderr
+    assert [m["content"] for m in server.messages(-1)[1:]] == [
+        "first task",
+        "first answer",
+        "second task",
+        "(no answer: interrupted by the user)",
+        "third task",
+    ]
+    assert runs.conversation(events_of(transcript))[1:-1] == server.messages(-1)[1:]
+
+
+@posix_only
+def test_a_task_still_too_long_after_compacting_leaves_the_next_task_sendable(agent, server):
+    too_long = "This model's maximum context length is 2048 tokens"
+    server.add(Error(400, too_long, times=2), reply("a small answer"))
+    done = agent(terminal="a long task\na small task\nexit\n")
+    assert done.stdout == "a small answer\n", done.stderr
+    assert "still too long after compacting" in done.stderr
+    sent = server.messages(-1)
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2]["content"] == (
+        "(no answer: still too long for the model's context window after compacting)"
+    )
 
 
 @posix_only

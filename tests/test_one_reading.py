@@ -10,13 +10,25 @@ give the requests the loop sends, or its page would show a conversation the loop
 
 import importlib.util
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 
 import pytest
-from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_offline
-from scripted_server import Error, call, history_problem, reply
+from conftest import (
+    AGENT,
+    KEY,
+    ROOT,
+    clean_env,
+    events_of,
+    open_fifo,
+    posix_only,
+    read_fifo,
+    run_offline,
+)
+from scripted_server import Error, Hang, call, history_problem, reply
 
 from agent import SYSTEM_PROMPT
 from realworld import compaction, page, runs, transcripts
@@ -149,8 +161,8 @@ def test_a_lessons_replay_sends_what_the_lesson_says_was_sent(tmp_path, lesson):
     assert replayed == named_in_order(read(transcripts.read(lesson)))
 
 
-# --- Scripted runs: a repair, a refusal and its compaction, a handoff across tasks and a resume,
-# a helper's own tool written as text --------------------------------------------------------
+# --- Scripted runs: a repair, a refusal and its compaction, a Ctrl-C, a handoff across tasks and
+# a resume, a helper's own tool written as text ----------------------------------------------
 
 
 @posix_only
@@ -173,6 +185,71 @@ def test_a_refused_request_compacted_and_sent_again_reads_as_it_was_sent(agent, 
     [summary] = [r for r in runs.requests(events_of(done.transcript)) if r.under]
     assert [m["role"] for m in summary.messages] == ["system", "user"] and summary.tools == []
     assert [r.step for r in runs.requests(events_of(done.transcript))] == [1, 2, 1, 1]
+
+
+@posix_only
+@pytest.mark.parametrize("where", ["request", "command"])
+def test_a_task_interrupted_reads_with_the_agents_answer_in_place_of_the_reply(
+    agent, server, where
+):
+    import pty  # POSIX only, like the tests that use it
+
+    agent.workdir.mkdir()
+    started = agent.workdir / "started"
+    if where == "request":
+        held = Hang()
+        server.add(held, reply("after it"))
+    else:
+        fd = open_fifo(started)
+        # waits for Ctrl-C; run again by the replay, it finds no FIFO and ends at once
+        command = "[ -p started ] && echo go >started && exec sleep 600"
+        shell = call("run_shell", {"command": command}, "c1")
+        server.add(reply(tool_calls=[shell]), reply("after it"))
+    terminal, tty = pty.openpty()
+    os.write(terminal, b"slow task\nnext task\nexit\n")
+    process, transcript = agent.start("--yes", stdin=tty)
+    os.close(tty)
+    if where == "request":
+        assert held.arrived.wait(60)
+        server.requests.pop(0)  # it got no reply: it is in no view, but the server got it
+    else:
+        assert read_fifo(fd, until_eof=False) == b"go\n"
+        os.close(fd)
+        started.unlink()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    os.close(terminal)
+    assert process.returncode == 0, stderr
+    views_hold(transcript, server)
+    shown = subprocess.run(
+        [sys.executable, str(AGENT), "--show", str(transcript)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    in_place = "(no answer: interrupted by the user)"
+    assert (f"[no reply: the agent answered in its place] {in_place}" in shown) == (
+        where == "request"
+    )
+    html = page.page(events_of(transcript), SYSTEM_PROMPT)
+    assert (
+        f"<b>no reply</b>: the agent answered the task in its place<pre>{in_place}" in html
+    ) == (where == "request")
+    # a replay fails where the recording got no reply, and sends what the recording sent
+    replayed = agent.tmp_path / "replayed.jsonl"
+    again = run_offline(
+        agent.tmp_path, "--replay", str(transcript), "--transcript", str(replayed), "--yes"
+    )
+    assert again.stdout == "after it\n" and "the recorded run got no reply here" in again.stderr
+    recorded = named_in_order(read(events_of(transcript)))
+    sent = named_in_order(read(events_of(replayed)))
+    if where == "command":  # it ran again in the replay: its result differs, and is said
+        assert "run_shell gave another result" in again.stderr
+        for messages, _ in recorded + sent:
+            for m in messages:
+                m["content"] = "(its result)" if m["role"] == "tool" else m["content"]
+    assert sent == recorded
 
 
 def test_a_recovered_call_reads_with_the_id_its_result_carries(agent, server):

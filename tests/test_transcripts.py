@@ -146,6 +146,19 @@ def test_resume_answers_calls_a_killed_run_left_open(agent, server, tmp_path):
     }
 
 
+def test_resume_answers_the_task_of_a_run_killed_while_it_waited_for_the_model(agent, server):
+    cut = agent.tmp_path / "cut.jsonl"
+    # killed before any reply came: the task is the last message
+    cut.write_text("\n".join(LESSON.read_text().splitlines()[:2]) + "\n")
+    server.add(reply("ok"))
+    resumed = agent("--resume", str(cut), "go on")
+    assert resumed.returncode == 0, resumed.stderr
+    sent = server.messages(0)  # the scripted server refuses two user messages in a row
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[2]["content"] == "(no answer: the earlier run ended before the model answered)"
+    assert runs.requests(events_of(cut))[-1].messages == sent
+
+
 @posix_only
 def test_a_replay_whose_tool_results_differ_says_so_at_the_step_and_at_the_end(tmp_path):
     transcript = str(tmp_path / "t.jsonl")
