@@ -71,8 +71,7 @@ def run(
     it, status "budget"): config.py's if not given. yes: run shell commands without asking. pause:
     when a command needs a yes, pause (status "paused"); with no terminal a run always pauses.
     approvals: to go on after a pause, {call id: True, or the reason to decline it}, with the same
-    messages and task None (or the next task).
-    transcript: an open file that records every step."""
+    messages and task None (or the next). transcript: an open file that records every step."""
     model = model or config.MODEL
     max_steps = max_steps or config.MAX_STEPS
     workdir = workdir or config.WORKDIR

@@ -1,6 +1,7 @@
 """Interactive mode: one conversation, task after task typed at a terminal, until exit,
 Ctrl-D or a signal."""
 
+import itertools
 import os
 import select
 import signal
@@ -113,15 +114,32 @@ def test_ctrl_c_while_compacting_after_a_refusal_leaves_the_next_task_sendable(a
 @posix_only
 def test_a_task_still_too_long_after_compacting_leaves_the_next_task_sendable(agent, server):
     too_long = "This model's maximum context length is 2048 tokens"
-    server.add(Error(400, too_long, times=2), reply("a small answer"))
-    done = agent(terminal="a long task\na small task\nexit\n")
-    assert done.stdout == "a small answer\n", done.stderr
+    server.add(
+        reply("first answer"),
+        Error(400, too_long, times=1),  # the long task: the first task can be compacted
+        reply("the summary of the first task"),
+        Error(400, too_long, times=1),  # sent again, compacted: still too long
+        reply("a small answer"),
+    )
+    done = agent(terminal="first task\na long task\na small task\nexit\n")
+    assert done.stdout == "first answer\na small answer\n", done.stderr
     assert "still too long after compacting" in done.stderr
     sent = server.messages(-1)
+    roles = [m["role"] for m in sent]
+    assert roles[-2:] == ["assistant", "user"] and ("user", "user") not in itertools.pairwise(roles)
+    assert sent[-2]["content"] == "(no answer: too long for the model's context window)"
+
+
+def test_a_task_too_long_on_its_own_is_refused_once_and_the_next_task_is_sendable(agent, server):
+    too_long = "This model's maximum context length is 2048 tokens"
+    server.add(Error(400, too_long, times=1), reply("a small answer"))
+    done = agent(terminal="a long task\na small task\nexit\n")
+    assert done.stdout == "a small answer\n", done.stderr
+    assert done.stderr.count(too_long) == 1 and "compacting" not in done.stderr
+    assert len(server.requests) == 2  # nothing to compact: not sent again
+    sent = server.messages(-1)
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
-    assert sent[2]["content"] == (
-        "(no answer: still too long for the model's context window after compacting)"
-    )
+    assert sent[2]["content"] == "(no answer: too long for the model's context window)"
 
 
 @posix_only

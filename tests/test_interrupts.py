@@ -178,7 +178,7 @@ def test_ctrl_c_while_run_imports_the_sdk_for_the_settings_client_leaves_no_task
     process, script, transcript = start(tmp_path, server, "settings")
     done, stderr = ended(process)
     assert "importing openai\n" in stderr
-    traceback_ends_in_the_loop(stderr, script, "client = replies.wrap(client)")
+    traceback_ends_in_the_loop(stderr, script, "client = replies.wrap(client, budget)")
     # stopped before the task was taken: the next one is the conversation's first
     assert sent_again(server, done, transcript) == [STARTED[0], SECOND]
 
