@@ -1279,11 +1279,14 @@ def family_of(text: str) -> str:
 
 def first_opening(text: str, known=()) -> int | None:
     """Where the first possible call markup stands outside code: a token, a tag, or a tool's
-    name. Text before it can be printed while a reply streams."""
+    name; or a fence that may say it is a call (call_fences()). Text before it can be printed
+    while a reply streams."""
     names = "|".join(re.escape(n) for n in known)
     pattern = re.compile(rf"{TOKEN}|^[ \t]*[\[{{]" + (rf"|\b(?:{names})\b" if names else ""), re.M)
     outside = outside_code(text)
-    return next((m.start() for m in pattern.finditer(text) if outside(m.start())), None)
+    markup = next((m.start() for m in pattern.finditer(text) if outside(m.start())), None)
+    fence = CALL_FENCE_OPENING.search(text)
+    return min((at for at in (markup, fence and fence.start()) if at is not None), default=None)
 
 
 def outside_code(text: str, calls=()):
@@ -1337,6 +1340,12 @@ def fenced_blocks(text: str) -> list[tuple[int, int]]:
 # function-calling guide, google-gemma/cookbook), and the names chat templates give calls
 CALL_LABEL = re.compile(
     r"(?:tool|function|func)[_ -]?(?:code|calls?|use|request)|tool|function|call|action", re.I
+)
+
+
+# A fence that opens the reply (it may hold only calls), or one labelled as a call
+CALL_FENCE_OPENING = re.compile(
+    rf"\A\s*(?:```|~~~)|^[ \t]{{0,3}}(?:```|~~~)[ \t]*(?:{CALL_LABEL.pattern})[ \t]*$", re.M | re.I
 )
 
 

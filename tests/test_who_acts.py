@@ -565,3 +565,30 @@ def test_second_eyes_tasks_veto_nothing(asked):
     assert recovered(REAL, [asked], asked) == [
         ("write_file", {"path": "config.py", "content": "X = 1\n"})
     ]
+
+
+LONG = "x" * 400  # a reply long enough to be printed while it streams
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Here's the file I'll write:\n"
+        f'```tool_code\nwrite_file(path="a.txt", content="{LONG}")\n```\n',
+        '```json\n{"name": "write_file", "arguments": '
+        f'{{"path": "a.txt", "content": "{LONG}"}}}}\n```\n',
+    ],
+)
+def test_a_call_fence_streamed_to_a_terminal_is_not_printed(text):
+    # --stream on a terminal prints lines as they come: a fence that may be a call waits
+    import contextlib
+    import io
+
+    printer = dialects.Printer(KNOWN)
+    printer.live = True
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        for line in text.splitlines(keepends=True):
+            printer.add(line)
+        printer.end(text)
+    assert "write_file" not in out.getvalue() and "```" not in out.getvalue()
+    assert len(recovered(text)) == 1
