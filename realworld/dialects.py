@@ -582,16 +582,22 @@ SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟�
 # Entries are regular expressions. Rows of languages written with spaces are matched as whole
 # words (\b on both sides); Chinese, Japanese and Korean rows are matched anywhere.
 #   announces  the model's own next step, first person, present or future ("I'll", "我来")
+#   next       an adverb of sequence ("Now", "First", "现在"): it announces where nothing in its
+#              line vetoes
 #   affirms    a word or two that says nothing of what follows ("Sure.", "好的。")
 #   presents   presents what follows ("Here is"): a call only when it also announces
 #   shows      shows, quotes, explains or imagines what follows ("show", "would"): never a call
-#   examples   names it an example, a format or a reference: never a call
+#   examples   names it an example or a reference: never a call
+#   topics     a format, a syntax, a template: what follows is one, unless the model announces
+#              its own step ("Let me check the config format:")
 #   plans      introduces the model's own plan ("Here is my plan:")
-#   describes  says what something contains or looks like
+#   describes  says what something contains or looks like: a mention, unless the model
+#              announces its own step ("Let me see what the file contains:")
 #   another    another actor acts: the model, an assistant, a named model family, a role label
 #   past       the action is done already ("I ran", "我运行了"): a recap
-#   condition  the action waits on something ("If the tests fail, I'll run:")
+#   condition  the action waits on something ("If the tests fail, I'll run:", "once you confirm")
 #   negation   the model says it will not ("I won't run it")
+#   again      the model runs a call it made before once more ("Let me run the tests again:")
 #   call       the person's word for a tool call
 #   see        the person asks to see one ("show", "look like"): with call, a veto
 #   keep       the person asks that nothing run or change ("don't run", "不要修改"): a veto
@@ -603,233 +609,292 @@ CUES = {
         r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|"
         r"searching|saving|updating|editing|testing|installing|inspecting|calling|trying|"
         r"starting|fixing|reviewing|examining|verifying|viewing|loading|fetching|making|adding|"
-        r"removing|deleting)"
-        r"|^\W*(?:first|next|then|now|finally)",  # "Now run it.", "First, the file."
+        r"removing|deleting)",
+        "next": r"^\W*(?:first|next|then|now|finally)",  # "Now run it.", "First, the file."
         "affirms": r"sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|"
         r"right|yes",
         "presents": r"here is|here's|here are|here it is|below is|give you",
-        "shows": r"show\w*|quot\w*|past\w*|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|"
-        r"explain\w*|break (?:it|this) down|teach\w*|introduc\w*|present(?:ing|s)?|describ\w*|"
-        r"anatomy|\w+'d (?:describe|write|make|run|call|use|do|look|send|say)",
+        "shows": r"show\w*|quot(?:e|es|ed|ing) (?:it|this|that|from|the (?:docs|readme|manual))|"
+        r"pasted|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|explain\w*|"
+        r"break (?:it|this) down|teach\w*|introduc\w*|present(?:ing|s)?|describ\w*|anatomy|"
+        r"\w+'d (?:describe|write|make|run|call|use|do|look|send|say)",
         "examples": r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|"
-        r"like this|like so|such as|sample|format|syntax|for reference|is how|are how|this way|"
-        r"typical|written as",
+        r"like this|like so|such as|sample|for reference|is how|are how|this way|typical|"
+        r"written as",
+        "topics": r"formats?|syntax|template|schema",
         "plans": r"(?:my plan|the plan|plan|my steps|the steps)\s*[:：]",
         "describes": r"looks? like|contains?|says",
-        "another": r"the (?:model|assistant|llm|parser|bot)|"
-        r"(?:it|he|she|they|the \w+) (?:then )?(?:writes|outputs|emits|returns|sends|produces|"
-        r"generates|replies|responds|answers|says|calls)|\w+ (?:outputs|emits|generates|produces|"
-        r"responds|replies)|(?:assistant|model|output|response|ai)\s*:|"
-        r"you (?:can|could|should|may|might) (?:run|execute|use|try|paste|type)|yourself",
+        "another": r"the (?:model|assistant|llm|bot)(?= \w+s\b| (?:then|now|will|would|might|"
+        r"may|can)\b|\s*[:：]|'s)|(?:it|he|she|they|the (?:agent|user|server|client|loop|"
+        r"parser)) (?:then )?(?:writes|outputs|emits|returns|sends|produces|generates|replies|"
+        r"responds|answers|says|calls|runs|sees|types|gets)|\w+ (?:outputs|emits|generates|"
+        r"produces|responds|replies)|(?:assistant|model|output|response|ai)\s*:|"
+        r"you (?:can|could|should|may|might|need to|have to|will need to) (?:run|execute|use|"
+        r"try|paste|type)|yourself|(?:steps?|commands?) for you|for you to run|"
+        r"leave (?:\w+ ){0,2}(?:for|to) you",
         "past": r"i (?:ran|wrote|did|executed|created|called|invoked|used|typed|sent|edited|saved|"
         r"changed)|(?:i've|i have|i had|we've|we have)(?: already| just)? (?:run|written|done|"
         r"executed|created|called|invoked|used|typed|sent|edited|saved|changed|made)|"
-        r"(?:was|were) (?:run|written|executed|called)",
-        "condition": r"^\W*(?:if|when|whenever|unless|in case|once|should|after|before)",
+        r"(?:was|were) (?:run|written|executed|called)|(?:the old|the previous) \w+ (?:did|ran|"
+        r"had)",
+        "condition": r"^\W*(?:if|when|whenever|unless|in case|once|should|after|before)|"
+        r"if you (?:want|like|wish|prefer|'d like|agree|confirm|approve)|once you|"
+        r"(?:after|when) you (?:confirm|approve|agree)|let me know|wait for your|"
+        r"your (?:confirmation|approval|ok|go-ahead|permission)|shall i|do you want me|"
+        r"want me to|if (?:that's|it's|this is) (?:ok|okay|fine|alright)",
         "negation": r"(?:i|we) (?:will|shall|would|am|'m|are|do|did|can) not|(?:i|we) (?:won't|"
         r"don't|didn't|can't|cannot|shouldn't|wouldn't)|(?:i'm|i am|we're) not going to|"
         r"(?:i|we)(?:'ll| will) never|not (?:run|execute|write|call) (?:it|this|that)",
+        "again": r"again|once more|re-?run|one more time",
         "call": r"tool[ _-]?calls?|the call|a call|json for|\w+_\w+ calls?",
-        "see": r"show|look like|looks like|example|give me|write out|just|only|tell me",
+        "see": r"show|look like|looks like|example|give me|write out",
         "keep": r"(?:don't|do not|never) (?:change|modify|touch|write|edit|alter) (?:anything|any "
-        r"files?|a thing)|change nothing|touch nothing|without (?:changing|touching|writing|"
-        r"running) (?:anything|it|them)|(?:don't|do not) (?:actually )?(?:run|execute|write) (?:it|"
-        r"this|that|them|anything)|dry run|(?:don't|do not) actually|make no changes|no changes",
+        r"files?|a thing)(?! else| other|\s+(?:in|on|under|outside|inside|about|to|at|of)\b)|"
+        r"change nothing|touch nothing|without (?:changing|touching|writing|running) anything|"
+        r"without (?:running|executing) it|(?:don't|do not|never) (?:actually )?(?:run|execute) "
+        r"(?:it|this|that|anything|any (?:commands?|tools?|calls?))(?! else| other|\s+(?:in|on|"
+        r"to)\b)|dry run|(?:don't|do not) actually|make no changes(?! to)|no changes(?! to)|"
+        r"no execution|(?:only|just) (?:a |the )?plan(?:;|,|\.|$)|plan only|without executing",
     },
     "zh": {
-        "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|现在|接下来|"
-        r"下面我|首先|然后|需要先|先看|先读|这就|马上|立即|立刻|第.步|步骤",
+        "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|我再|需要先|"
+        r"先看|先读|下面我",
+        "next": r"现在|接下来|首先|然后|这就|马上|立即|立刻|第.步",
         "affirms": r"好的|好|行|可以|没问题|收到|明白|了解",
         "presents": r"下面是|以下是|这是",
-        "shows": r"展示|演示|示范|给你看|讲解|解释|带你|介绍|语法|说明一下|讲一下|教你",
-        "examples": r"例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|格式|长这样|写法|"
-        r"形如|参考|模板|以上|上面|就是",
+        "shows": r"展示|演示|示范|给你看|讲解|解释|带你|介绍|说明一下|讲一下|教你",
+        "examples": r"例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|长这样|写法|形如|"
+        r"就是",
+        "topics": r"格式|模板|参考|以上|上面|语法",
         "plans": r"计划|步骤",
-        "describes": r"内容",
+        "describes": r"内容|包含",
         "another": r"模型|助手|它(?:会)?(?:输出|写|返回|生成|调用)|解析器|输出[:：]|回复[:：]|"
-        r"(?:代理|智能体|用户|程序|系统)(?:会|再)?(?:调用|输出|返回|发送)|你可以|您可以|你自己",
+        r"(?:代理|智能体|用户|程序|系统)(?:会|将|可以|需要|再)?(?:调用|输出|返回|发送|看到|输入|运行|执行|得到)|"
+        r"你可以|您可以|你自己",
         "past": r"(?:运行|执行|写入?|调用|创建|读取?|修改|跑)(?:过|了)|我已经|刚才|刚刚",
-        "condition": r"如果|要是|假如|万一|一旦|的话",
+        "condition": r"如果|要是|假如|万一|一旦|的话|确认后|同意后|等你|你确认|需要的话|要我|"
+        r"可以吗|好吗|是否",
         "negation": r"我不会|我不|不会(?:运行|执行|写)|我没有|不打算",
+        "again": r"再|重新",
         "call": r"工具调用|调用(?:是什么样|长什么样|怎么写|的格式)|"
         r"(?:你|您)(?:会|要)?(?:做|用)?的调用",
         "see": r"什么样|怎么写|格式|示例|例子|显示|给我看|只显示|不要执行|别执行",
-        "keep": r"不要(?:修改|改动|改|动|运行|执行)(?:任何|它|这个)|别(?:修改|改|动|运行|执行)"
-        r"(?:任何|它)|不(?:要)?(?:改动?|修改|动)任何|不(?:要)?做任何(?:修改|改动)|请勿|"
-        r"勿(?:修改|改动|运行|执行)|无需(?:修改|运行|执行)",
+        "keep": r"不要(?:修改|改动|改|动|运行|执行)(?:任何|它|这个)(?:东西|文件|内容|事|地方|代码|"
+        r"命令)?(?![\u4e00-\u9fff])|别(?:修改|改|动|运行|执行)(?:任何|它)(?:东西|文件|命令)?"
+        r"(?![\u4e00-\u9fff])|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?(?![\u4e00-\u9fff])|"
+        r"不(?:要)?做任何(?:修改|改动)|请勿|勿(?:修改|改动|运行|执行)|无需(?:修改|运行|执行)|"
+        r"不要运行任何|不要执行任何",
     },
     "ja": {
-        "announces": r"まず|次に|ます|ましょう",
+        "announces": r"(?<!い)(?<!あり)ます|ましょう",
+        "next": r"まず|次に",
         "affirms": r"はい|わかりました",
         "presents": r"以下は|これは|これが",
-        "shows": r"示します|見せ|説明|紹介|書き方|記法",
-        "examples": r"例えば|例を|の例|以下のよう|このよう|形式|書式",
+        "shows": r"示します|見せ|説明|紹介",
+        "examples": r"例えば|例を|の例|以下のよう|このよう",
+        "topics": r"形式|書式|書き方|記法",
         "plans": r"手順|計画",
-        "describes": r"の内容",
-        "another": r"モデル|アシスタント|出力[:：]|あなたが|ご自身",
+        "describes": r"の内容|含まれ|含む",
+        "another": r"モデル|アシスタント|出力[:：]|あなたが|ご自身|ユーザー|利用者",
         "past": r"ました|でした",
-        "condition": r"もし|なら[、,]|たら[、,]|場合は",
+        "condition": r"もし|なら[、,]|たら[、,]|場合は|よろしければ|確認後|ご確認|いいですか|"
+        r"しましょうか",
         "negation": r"しません|ません|しないつもり",
+        "again": r"もう一度|再度|再び",
         "call": r"呼び出し",
-        "see": r"見せ|どのよう|どんな|例|だけ",
+        "see": r"見せ|どのよう|どんな|例",
         "keep": r"何も(?:変更|実行|書き換え)し(?:ない|ません)|何も(?:変更|実行)せず|触らないで|"
         r"実行(?:は)?しないで|変更(?:は)?しないで|書き換えないで|実行せず|変更せず",
     },
     "ko": {
         "announces": r"겠습니다|할게요|볼게요|보겠|하겠",
+        "next": r"먼저|이제|다음으로",
         "affirms": r"네|알겠습니다",
         "presents": r"다음은|이것은",
-        "shows": r"보여|설명|알려드리|문법|소개",
-        "examples": r"예를|예시|다음과|형식|방식",
+        "shows": r"보여|설명|알려드리|소개",
+        "examples": r"예를|예시|다음과",
+        "topics": r"형식|방식|문법",
         "plans": r"계획",
-        "describes": r"내용",
-        "another": r"모델|어시스턴트|출력[:：]|직접",
+        "describes": r"내용|포함",
+        "another": r"모델|어시스턴트|출력[:：]|직접|사용자",
         "past": r"했습니다|했어요|었습니다|았습니다",
-        "condition": r"만약|(?:하|으)면[ ,]|경우에",
+        "condition": r"만약|(?:하|으)면[ ,]|경우에|원하시면|확인 후|괜찮으시면|할까요",
         "negation": r"않겠|않을|안 할|하지 않",
+        "again": r"다시|한 번 더",
         "call": r"호출",
-        "see": r"보여|어떻게|예시|만",
+        "see": r"보여|어떻게|예시",
         "keep": r"아무것도 (?:바꾸지|수정하지|변경하지|건드리지|실행하지) 마|건드리지 마|손대지 마|"
         r"실행하지 마",
     },
     "fr": {
-        "announces": r"je vais|laissez-moi|laisse-moi|voyons|maintenant|d'abord|tout d'abord|"
+        "announces": r"je vais|laissez-moi|laisse-moi|voyons|"
         r"je (?:lis|écris|lance|exécute|vérifie|regarde|ouvre|crée)",
+        "next": r"maintenant|d'abord|tout d'abord|ensuite|puis",
         "affirms": r"d'accord|bien|oui",
         "presents": r"voici|voilà",
-        "shows": r"montr\w*|expliqu\w*|cit\w*|présent\w*|syntaxe|décri\w*|enseign\w*|serait",
+        "shows": r"montr\w*|expliqu\w*|cit\w*|présent\w*|décri\w*|enseign\w*|serait",
         "examples": r"par exemple|exemple|comme ceci",
+        "topics": r"formats?|syntaxe|modèle de",
         "plans": r"mon plan|le plan|plan\s*[:：]",
         "describes": r"ressemble|ainsi|contient",
         "another": r"le modèle|l['’]assistant|il (?:écrit|renvoie|produit|génère|répond)|"
-        r"tu peux|vous pouvez|toi-même|vous-même",
+        r"tu peux|vous pouvez|toi-même|vous-même|l['’]utilisateur",
         "past": r"j['’]ai (?!besoin|envie)\w+|nous avons \w+é",
-        "condition": r"^\W*(?:si|s'il|quand|lorsque|au cas où|une fois)",
+        "condition": r"^\W*(?:si|s'il|quand|lorsque|au cas où|une fois)|si tu veux|si vous voulez|"
+        r"si vous le souhaitez|une fois que tu|après ta confirmation|dis-moi|voulez-vous|veux-tu",
         "negation": r"ne (?:vais|vas|va|le|l['’]\w+|\w+) pas|je ne|n['’]\w+ pas",
+        "again": r"encore|de nouveau|à nouveau",
         "call": r"appels?",
-        "see": r"montre\w*|ressemble|exemple|juste|seulement",
-        "keep": r"ne (?:change|modifie|touche|lance|exécute|écris) rien|ne touche à rien|"
-        r"aucune modification|aucun changement|sans rien (?:changer|modifier|exécuter)|"
-        r"sans l['’]exécuter|ne l['’](?:exécute|lance) pas",
+        "see": r"montre\w*|ressemble|exemple",
+        "keep": r"ne (?:change|modifie|touche|lance|exécute|écris) rien"
+        r"(?! (?:à|au|aux|dans|de|d['’]))|ne touche à rien|aucune modification|aucun changement|"
+        r"sans rien (?:changer|modifier|exécuter)|sans l['’]exécuter|"
+        r"ne l['’](?:exécute|lance) pas|ne (?:lance|exécute) aucune?|aucune commande",
     },
     "es": {
-        "announces": r"voy a|déjame|vamos a|ahora|primero|reviso|leo|escribo|ejecuto|abro|"
-        r"compruebo|miro",
+        "announces": r"voy a|déjame|vamos a|"
+        r"(?:^\W*|yo |ahora |primero |luego )(?:reviso|leo|escribo|ejecuto|abro|compruebo|miro)",
+        "next": r"ahora|primero|luego|después",
         "affirms": r"claro|vale|bien|sí",
         "presents": r"aquí",
         "shows": r"mostr\w*|muestr\w*|explic\w*|cit\w*|enseñ\w*|present\w*|describ\w*|"
-        r"sintaxis|sería|cómo se escribe",
+        r"sería|cómo se escribe",
         "examples": r"por ejemplo|ejemplo",
+        "topics": r"formatos?|sintaxis|plantilla",
         "plans": r"mi plan|el plan|plan\s*[:：]",
-        "describes": r"así|contiene",
-        "another": r"el modelo|el asistente|puedes|usted puede|tú mismo",
+        "describes": r"así|contiene|el primero es|la primera es",
+        "another": r"el modelo|el asistente|puedes|usted puede|tú mismo|el usuario",
         "past": r"(?:he|hemos|había) \w+(?:ado|ido)|ejecuté|escribí|corrí|hice|usé|creé",
-        "condition": r"^\W*(?:si|cuando|en caso de|una vez)",
+        "condition": r"^\W*(?:si|cuando|en caso de|una vez)|si quieres|si lo deseas|"
+        r"cuando confirmes|dime si|quieres que",
         "negation": r"no (?:lo |la )?(?:voy|vamos|ejecut\w*|escrib\w*|corr\w*|har\w*)",
+        "again": r"de nuevo|otra vez|nuevamente",
         "call": r"llamadas?",
-        "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo|solo|sólo",
+        "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo",
         "keep": r"no (?:cambies|modifiques|toques|ejecutes|escribas) nada|no hagas ningún cambio|"
-        r"ningún cambio|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes",
+        r"ningún cambio|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes|"
+        r"no ejecutes ningún|ningún comando",
     },
     "de": {
-        "announces": r"ich werde|werde ich|lass mich|jetzt|nun|zuerst|zunächst|"
+        "announces": r"ich werde|werde ich|lass mich|"
         r"(?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte) ich|"
         r"ich (?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte)",
+        "next": r"jetzt|nun|zuerst|zunächst|dann",
         "affirms": r"gut|klar|ja",
         "presents": r"hier ist|hier sind",
         "shows": r"zeig\w*|erklär\w*|zitier\w*|würde|bei(?:zu)?bringen|vorstell\w*|"
-        r"beschreib\w*|syntax|aussieht|aussehen|wäre",
+        r"beschreib\w*|aussieht|aussehen|wäre",
         "examples": r"zum beispiel|beispiel\w*",
+        "topics": r"formate?|syntax|vorlage",
         "plans": r"mein plan|der plan|plan\s*[:：]",
-        "describes": r"sieht so aus|enthält|so schreibt",
+        "describes": r"sieht (?:\w+ )?so aus|enthält|so schreibt",
         "another": r"das modell|der assistent|es (?:schreibt|gibt|erzeugt|antwortet)|du kannst|"
-        r"sie können|selbst",
+        r"sie können|selbst|der (?:nutzer|benutzer)",
         "past": r"ich habe|ich hatte|wir haben|habe ich|hatte ich",
-        "condition": r"^\W*(?:wenn|falls|sobald|sofern)",
+        "condition": r"^\W*(?:wenn|falls|sobald|sofern)|wenn du willst|wenn sie möchten|"
+        r"sobald du bestätigst|sag mir|soll ich",
         "negation": r"werde (?:\w+ )?nicht|nicht (?:aus|ausführen|schreiben)",
+        "again": r"erneut|nochmal|noch einmal|wieder",
         "call": r"aufruf(?:s|e)?|funktionsaufruf\w*|toolaufruf\w*",
-        "see": r"zeig\w*|sieht|aussieht|beispiel|nur",
-        "keep": r"ändere nichts|nichts (?:ändern|anfassen|ausführen)|keine \w+ anfassen|"
-        r"keine änderung\w*|führ\w* (?:es |ihn |das )?nicht aus|nicht ausführen",
+        "see": r"zeig\w*|sieht|aussieht|beispiel",
+        "keep": r"ändere nichts(?! an\b| am\b| in\b)|nichts (?:ändern|anfassen|ausführen)|"
+        r"keine \w+ anfassen|keine änderung\w*|führ\w* (?:es |ihn |das )?nicht aus|"
+        r"nicht ausführen|keine befehle|führe keine",
     },
     "pt": {
-        "announces": r"vou|deixe-me|deixa eu|vamos|agora|primeiro|leio|escrevo|executo|abro|"
-        r"verifico",
+        "announces": r"vou|deixe-me|deixa eu|vamos|"
+        r"(?:^\W*|eu |agora |primeiro )(?:leio|escrevo|executo|abro|verifico)",
+        "next": r"agora|primeiro|depois|então",
         "affirms": r"claro|certo|sim",
         "presents": r"aqui está|aqui estão",
-        "shows": r"mostr\w*|explic\w*|cit\w*|veja|ficaria|seria|descrev\w*|apresent\w*|ensin\w*|"
-        r"sintaxe",
+        "shows": r"mostr\w*|explic\w*|cit\w*|veja|ficaria|seria|descrev\w*|apresent\w*|ensin\w*",
         "examples": r"por exemplo|exemplo",
+        "topics": r"formatos?|sintaxe|modelo de",
         "plans": r"meu plano|o plano|plano\s*[:：]",
         "describes": r"assim|contém",
-        "another": r"o modelo|o assistente|você pode|você mesmo",
+        "another": r"o modelo|o assistente|você pode|você mesmo|o usuário",
         "past": r"executei|escrevi|rodei|fiz|criei|usei|chamei",
-        "condition": r"^\W*(?:se|quando|caso)",
+        "condition": r"^\W*(?:se|quando|caso)|se quiser|se você quiser|quando confirmar|"
+        r"me diga se|quer que eu",
         "negation": r"não (?:vou|vamos|execut\w*|escrev\w*|rod\w*|far\w*)",
+        "again": r"de novo|novamente|outra vez",
         "call": r"chamadas?",
-        "see": r"mostr\w*|como (?:é|fica)|exemplo|só|apenas",
+        "see": r"mostr\w*|como (?:é|fica)|exemplo",
         "keep": r"não (?:altere|mude|modifique|mexa|toque|execute|rode|escreva) (?:nada|em nada)|"
-        r"não mexa|sem (?:alterar|executar|mudar) nada|não o execute",
+        r"não mexa|sem (?:alterar|executar|mudar) nada|não o execute|nenhum comando",
     },
     "it": {
-        "announces": r"lascia(?:temi)? che|ora|adesso|prima|\w+erò|\w+irò|\w+arò|"
-        r"leggo|scrivo|eseguo|controllo|apro|creo|lancio|verifico|guardo",
+        "announces": r"lascia(?:temi)? che|\w+erò|\w+irò|\w+arò|"
+        r"(?:^\W*|io |ora |adesso |prima )(?:leggo|scrivo|eseguo|controllo|apro|creo|lancio|"
+        r"verifico|guardo)",
+        "next": r"ora|adesso|prima|poi",
         "affirms": r"certo|va bene|sì",
         "presents": r"ecco",
         "shows": r"mostr\w*|spieg\w*|cit\w*|faccio vedere|far vedere|illustr\w*|present\w*|"
-        r"descriv\w*|insegn\w*|sintassi|sarebbe",
+        r"descriv\w*|insegn\w*|sarebbe",
         "examples": r"per esempio|esempio",
+        "topics": r"formato|formati|sintassi|modello di",
         "plans": r"il mio piano|il piano|piano\s*[:：]",
         "describes": r"così|contiene",
-        "another": r"il modello|l['’]assistente|puoi|tu stesso",
+        "another": r"il modello|l['’]assistente|puoi|tu stesso|l['’]utente",
         "past": r"ho (?:eseguito|scritto|fatto|lanciato|creato|usato|chiamato)|"
-        r"abbiamo \w+(?:ato|uto|ito)",
-        "condition": r"^\W*(?:se|quando|nel caso|una volta)",
+        r"abbiamo \w+(?:ato|uto|ito)|\w+(?:ava|eva|iva)",
+        "condition": r"^\W*(?:se|quando|nel caso|una volta)|se vuoi|se desideri|quando confermi|"
+        r"dimmi se|vuoi che",
         "negation": r"non (?:lo |la )?(?:eseguir\w*|scriver\w*|far\w*|lancer\w*|vado)",
+        "again": r"di nuovo|ancora|nuovamente",
         "call": r"chiamat[ae]",
-        "see": r"mostr\w*|come (?:è|appare)|esempio|solo",
+        "see": r"mostr\w*|come (?:è|appare)|esempio",
         "keep": r"non (?:modificare|cambiare|toccare|eseguire|scrivere) (?:niente|nulla)|"
-        r"lascia stare|senza (?:modificare|eseguire|toccare) (?:niente|nulla)|non eseguirl[oa]",
+        r"lascia stare|senza (?:modificare|eseguire|toccare) (?:niente|nulla)|non eseguirl[oa]|"
+        r"non eseguire nessun|nessun comando",
     },
     "nl": {
-        "announces": r"ik ga|laat me|ik zal|nu|eerst|"
+        "announces": r"ik ga|laat me|ik zal|"
         r"ik (?:lees|schrijf|voer|open|maak|kijk|controleer|start)",
+        "next": r"nu|eerst|dan|daarna",
         "affirms": r"goed|prima|ja",
         "presents": r"hier is",
-        "shows": r"toon\w*|laat zien|uitleg\w*|zie je|laat .{0,20}zien|beschrijf\w*|syntaxis|"
-        r"eruitziet|zou",
+        "shows": r"toon\w*|laat zien|uitleg\w*|zie je|laat .{0,20}zien|beschrijf\w*|eruitziet|zou",
         "examples": r"bijvoorbeeld|voorbeeld",
+        "topics": r"formaat|syntaxis|sjabloon",
         "plans": r"mijn plan|het plan|plan\s*[:：]",
-        "describes": r"ziet er zo uit|bevat",
-        "another": r"het model|de assistent|je kunt|u kunt|zelf",
+        "describes": r"ziet er (?:\w+ )?zo uit|bevat",
+        "another": r"het model|de assistent|je kunt|u kunt|zelf|de gebruiker",
         "past": r"ik heb|ik had|we hebben|heb ik",
-        "condition": r"^\W*(?:als|wanneer|indien|zodra)",
+        "condition": r"^\W*(?:als|wanneer|indien|zodra)|als je wilt|zodra je bevestigt|"
+        r"laat (?:me|maar) weten|zal ik",
         "negation": r"ga (?:\w+ )?niet|niet (?:uit|uitvoeren|schrijven)",
+        "again": r"opnieuw|nog een keer|weer",
         "call": r"aanroep\w*",
-        "see": r"toon|laat .{0,20}zien|ziet|voorbeeld|alleen",
+        "see": r"toon|laat .{0,20}zien|ziet|voorbeeld",
         "keep": r"verander niets|niets (?:veranderen|aanpassen|uitvoeren)|pas niets aan|"
-        r"raak niets aan|voer (?:het )?niet uit",
+        r"raak niets aan|voer (?:het )?niet uit|^\W*niet uitvoeren",
     },
     "ru": {
-        "announces": r"давайте|сейчас|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
-        r"запускаю|сначала|посмотрим|проверим|запустим|прочитаем",
+        "announces": r"давайте|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
+        r"запускаю|посмотрим|проверим|запустим|прочитаем",
+        "next": r"сейчас|сначала|теперь|затем|потом",
         "affirms": r"хорошо|ладно|понял|да",
         "presents": r"вот",
-        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*|опиш\w*|описыва\w*|формат|синтаксис|"
-        r"научу|представлю|был бы|было бы",
+        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*|опиш\w*|описыва\w*|научу|"
+        r"представлю|был бы|было бы",
         "examples": r"например|пример\w*|образец",
+        "topics": r"формат\w*|синтаксис|шаблон\w*",
         "plans": r"мой план|план\s*[:：]",
         "describes": r"выглядит|содержит|так",
         "another": r"модель|ассистент|(?:она|он) (?:пишет|выдаёт|выдает|возвращает)|"
-        r"агент (?:вызывает|пишет|выдаёт)|можешь|можете|сам",
+        r"агент (?:вызывает|пишет|выдаёт)|можешь|можете|сам|пользователь",
         "past": r"я (?:\w+л|\w+ла)|запустил\w*|выполнил\w*|написал\w*|сделал\w*|создал\w*|"
         r"вызвал\w*",
-        "condition": r"^\W*(?:если|когда|в случае)",
+        "condition": r"^\W*(?:если|когда|в случае)|если хотите|если хочешь|после подтверждения|"
+        r"скажите|дайте знать|хотите, чтобы",
         "negation": r"не (?:буду|стану|запущу|выполню|запускаю)",
+        "again": r"снова|ещё раз|еще раз|заново|повторно",
         "call": r"вызов\w*",
-        "see": r"покаж\w*|выглядит|пример|только",
-        "keep": r"ничего не (?:меняй|изменяй|трогай|запускай|пиши)|не (?:запускай|выполняй) "
-        r"(?:его|это)|без запуска",
+        "see": r"покаж\w*|выглядит|пример",
+        "keep": r"ничего не (?:меняй|изменяй|трогай|запускай|пиши|выполняй)|"
+        r"не (?:запускай|выполняй) (?:его|это|никаких)|без запуска|никаких команд",
     },
 }
 SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole words
@@ -857,9 +922,20 @@ def cue(rule: str) -> re.Pattern:
     return re.compile(rf"(?<!\w)(?:{spaced})(?!\w)|{other}", re.I)
 
 
-ANNOUNCES, PRESENTS, SHOWS, EXAMPLES, PLANS, DESCRIBES, PAST = (
+ANNOUNCES, NEXT, PRESENTS, SHOWS, EXAMPLES, TOPICS, PLANS, DESCRIBES, PAST, AGAIN = (
     cue(rule)
-    for rule in ("announces", "presents", "shows", "examples", "plans", "describes", "past")
+    for rule in (
+        "announces",
+        "next",
+        "presents",
+        "shows",
+        "examples",
+        "topics",
+        "plans",
+        "describes",
+        "past",
+        "again",
+    )
 )
 # the action waits on a condition, or the model says it will not take it
 UNSURE = re.compile(f"{cue('condition').pattern}|{cue('negation').pattern}", re.I)
@@ -958,43 +1034,48 @@ def unannounced(
         last
         and bool(going_on)
         and not MARKUP.fullmatch(going_on)
-        and not announces(going_on, False)
+        and not announces(going_on, False, after=True)
     )
 
 
 TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
 
 
-def announces(words: str, lenient: bool) -> bool:
+def announces(words: str, lenient: bool, after: bool = False) -> bool:
     """Whether text next to a call lets it be a call: its sentence announces the model's own next
     step, or it is a word or two that says nothing of it ("Sure.", "好的。"). lenient (between
-    calls, and a list's item above a call): any sentence that vetoes() nothing."""
+    calls, and a list's item above a call): any sentence that vetoes() nothing. after: the
+    sentence after the reply's last call, which may say what the call will show."""
     sentence = last_sentence(words).strip()
-    if vetoes(sentence):
+    if vetoes(sentence, after):
         return False
     if PLANS.search(sentence) or ANNOUNCES.search(sentence):
         return True
+    if NEXT.search(sentence):  # "First:" after "There are two formats." announces nothing
+        return not vetoes(words[-1000:], after)
     if sentence[-1:] in COLONS or DESCRIBES.search(sentence):
         return False
     return lenient or bool(AFFIRMS.fullmatch(sentence))
 
 
-def vetoes(sentence: str) -> bool:
+def vetoes(sentence: str, after: bool = False) -> bool:
     """Whether a sentence makes what follows it a mention, whoever runs it: it names an example or
     heads a document section; another actor acts ("the model writes", "模型输出", "Hermes:",
     "you can run"), the action is past ("I ran", "我运行了"), waits on a condition ("If the tests
-    fail") or is denied ("I won't"); it shows, quotes or explains; or it presents what
-    follows ("Here is") without announcing the model's own step ("Here's the file I'll write")."""
+    fail", "once you confirm") or is denied ("I won't"); it shows, quotes or explains (but for what
+    a call will show, after it: "This will show which tests fail"); or, unless the model announces
+    its own step, it names a format, says what something contains or presents what follows
+    ("Here is"; but "Here's the file I'll write")."""
+    own = ANNOUNCES.search(sentence) or PLANS.search(sentence)
     return bool(
         EXAMPLES.search(sentence)
         or DOCUMENT_LINE.match(sentence)
         or ANOTHER.search(sentence)
         or PAST.search(sentence)
         or UNSURE.search(sentence)
-        or SHOWS.search(sentence)
-        or (
-            PRESENTS.search(sentence) and not (ANNOUNCES.search(sentence) or PLANS.search(sentence))
-        )
+        or (SHOWS.search(sentence) and not (after and (own or NEXT.search(sentence))))
+        or (not own and (TOPICS.search(sentence) or DESCRIBES.search(sentence)))
+        or (not own and PRESENTS.search(sentence))
     )
 
 
@@ -1079,22 +1160,31 @@ def flat(text: str) -> str:
     return re.sub(r"[\s\\]+", "", text).replace("'", '"')
 
 
-def quoted_calls(quoted_in, known) -> tuple[list[str], set[str]]:
-    """What a reply may quote: each source flattened, and the calls readable in them."""
+class Made(str):
+    """A call the conversation made, as the JSON payload it is read in (replies.quoted_texts()):
+    written again, it is a recap, unless the model says it runs it again."""
+
+
+def quoted_calls(quoted_in, known) -> tuple[list[str], set[str], set[str]]:
+    """What a reply may quote: each source flattened and the calls readable in them, and the calls
+    the conversation made (Made)."""
     sources = [s for s in quoted_in if any(name in s for name in known)]
-    calls = {
-        json.dumps([n, a], sort_keys=True) for s in sources for n, a, _s, _e in payloads(s, known)
-    }
-    return [flat(s) for s in sources], calls
+    said, made = set(), set()
+    for source in sources:
+        for n, a, _s, _e in payloads(source, known):
+            (made if isinstance(source, Made) else said).add(json.dumps([n, a], sort_keys=True))
+    return [flat(s) for s in sources if not isinstance(s, Made)], said, made
 
 
-def echoes(payload: str, name: str, arguments: dict, quoted) -> bool:
-    """Whether a payload repeats a tool result or the person's message: the same text, or the same
-    call (quoted: from quoted_calls())."""
-    sources, calls = quoted
-    return json.dumps([name, arguments], sort_keys=True) in calls or any(
-        flat(payload) in source for source in sources
-    )
+def echoes(payload: str, name: str, arguments: dict, quoted) -> str | None:
+    """What a payload repeats: "quoted", a tool result or the person's message (the same text, or
+    the same call), or "made", a call the conversation made; None if neither (quoted: from
+    quoted_calls())."""
+    sources, said, made = quoted
+    call = json.dumps([name, arguments], sort_keys=True)
+    if call in said or any(flat(payload) in source for source in sources):
+        return "quoted"
+    return "made" if call in made else None
 
 
 def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
@@ -1146,7 +1236,9 @@ def recover_tool_calls(
         if mention(rest, start, end, outside, number == len(found_units), bool(calls)):
             continue
         quoted = quoted or quoted_calls(quoted_in, known)
-        if any(echoes(rest[s:e], n, a, quoted) for n, a, s, e in found):
+        repeats = {echoes(rest[s:e], n, a, quoted) for n, a, s, e in found}
+        # a file's call never runs; a recap of a call made runs only where the model says "again"
+        if "quoted" in repeats or ("made" in repeats and not said_again(rest, start)):
             continue
         kept.append(rest[at:start])
         calls += [text_call(name, arguments) for name, arguments, _s, _e in found]
@@ -1163,6 +1255,13 @@ def recover_tool_calls(
         + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
     )
     return calls, (content[:offset] + text + content[offset + len(rest) :]).rstrip(), [happened]
+
+
+def said_again(text: str, start: int) -> bool:
+    """Whether the sentence that introduces the call at text[start] says it runs once more."""
+    line_start = text.rfind("\n", 0, start) + 1
+    words = text[line_start:start].strip() or previous_line(text, line_start)
+    return bool(AGAIN.search(last_sentence(words)))
 
 
 def unwrapped(piece: str) -> str:

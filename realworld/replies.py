@@ -653,7 +653,8 @@ def made(call: dict) -> str:
         arguments = json.loads(function.get("arguments") or "{}")
     except (TypeError, ValueError, RecursionError):
         arguments = {}
-    return json.dumps({"name": function.get("name"), "arguments": arguments}, ensure_ascii=False)
+    payload = {"name": function.get("name"), "arguments": arguments}
+    return dialects.Made(json.dumps(payload, ensure_ascii=False))
 
 
 def reply_message(

@@ -21,7 +21,7 @@ from conftest import events_of
 from scripted_server import Error, ScriptedServer, call, reply
 
 import agent as agent_module
-from realworld import dialects
+from realworld import dialects, replies
 
 KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 WRITE = ("write_file", {"path": "a.txt", "content": "hi"})
@@ -44,6 +44,9 @@ def recovered(text: str, quoted_in=(), asked: str = "") -> list:
 SAMPLES = {
     "en": {
         "announces": "I'll write the file now:",
+        "next": "Now write it.",
+        "topics": "Now, the format:",
+        "again": "Let me run it again:",
         "affirms": "Sure.",
         "presents": "Here is the file:",
         "shows": "Let me show you the call:",
@@ -59,6 +62,9 @@ SAMPLES = {
     },
     "zh": {
         "announces": "我来写入文件：",
+        "next": "现在写入 a.txt。",
+        "topics": "现在是格式：",
+        "again": "我再写一次：",
         "affirms": "好的。",
         "presents": "这是文件：",
         "shows": "我给你演示一下：",
@@ -74,6 +80,9 @@ SAMPLES = {
     },
     "ja": {
         "announces": "ファイルを書きます：",
+        "next": "次に、a.txt。",
+        "topics": "次に形式：",
+        "again": "もう一度書きます：",
         "affirms": "はい。",
         "presents": "これはファイルです：",
         "shows": "呼び出しを見せます：",
@@ -89,6 +98,9 @@ SAMPLES = {
     },
     "ko": {
         "announces": "파일을 작성하겠습니다:",
+        "next": "이제 a.txt.",
+        "topics": "이제 형식:",
+        "again": "다시 작성하겠습니다:",
         "affirms": "네.",
         "presents": "다음은 파일입니다:",
         "shows": "호출을 보여 드릴게요:",
@@ -104,6 +116,9 @@ SAMPLES = {
     },
     "fr": {
         "announces": "Je vais écrire le fichier :",
+        "next": "Maintenant, le fichier.",
+        "topics": "Maintenant, le format :",
+        "again": "Je vais l'écrire de nouveau :",
         "affirms": "D'accord.",
         "presents": "Voici le fichier :",
         "shows": "Je vous montre l'appel :",
@@ -119,6 +134,9 @@ SAMPLES = {
     },
     "es": {
         "announces": "Voy a escribir el archivo:",
+        "next": "Ahora, el archivo.",
+        "topics": "Ahora, el formato:",
+        "again": "Voy a escribirlo de nuevo:",
         "affirms": "Vale.",
         "presents": "Aquí está el archivo:",
         "shows": "Te muestro la llamada:",
@@ -134,6 +152,9 @@ SAMPLES = {
     },
     "de": {
         "announces": "Ich werde die Datei schreiben:",
+        "next": "Jetzt die Datei.",
+        "topics": "Jetzt das Format:",
+        "again": "Ich werde es erneut schreiben:",
         "affirms": "Gut.",
         "presents": "Hier ist die Datei:",
         "shows": "Ich zeige dir den Aufruf:",
@@ -149,6 +170,9 @@ SAMPLES = {
     },
     "pt": {
         "announces": "Vou escrever o arquivo:",
+        "next": "Agora, o arquivo.",
+        "topics": "Agora, o formato:",
+        "again": "Vou escrever de novo:",
         "affirms": "Certo.",
         "presents": "Aqui está o arquivo:",
         "shows": "Vou mostrar a chamada:",
@@ -164,6 +188,9 @@ SAMPLES = {
     },
     "it": {
         "announces": "Ora scrivo il file:",
+        "next": "Ora il file.",
+        "topics": "Ora il formato:",
+        "again": "Lo scriverò di nuovo:",
         "affirms": "Certo.",
         "presents": "Ecco il file:",
         "shows": "Ti mostro la chiamata:",
@@ -179,6 +206,9 @@ SAMPLES = {
     },
     "nl": {
         "announces": "Ik ga het bestand schrijven:",
+        "next": "Nu het bestand.",
+        "topics": "Nu het formaat:",
+        "again": "Ik ga het opnieuw schrijven:",
         "affirms": "Prima.",
         "presents": "Hier is het bestand:",
         "shows": "Ik toon de aanroep:",
@@ -194,6 +224,9 @@ SAMPLES = {
     },
     "ru": {
         "announces": "Я запишу файл:",
+        "next": "Теперь файл.",
+        "topics": "Теперь формат:",
+        "again": "Я запишу его снова:",
         "affirms": "Хорошо.",
         "presents": "Вот файл:",
         "shows": "Покажу вызов:",
@@ -208,7 +241,7 @@ SAMPLES = {
         "keep": "Ничего не меняй, просто скажи, что бы ты написал.",
     },
 }
-RUNS = {"announces", "affirms", "plans"}  # the rules that let a call run; the others stop it
+RUNS = {"announces", "next", "affirms", "plans"}  # the rules that let a call run; others stop it
 CASES = [(lang, rule) for lang in SAMPLES for rule in SAMPLES[lang]]
 
 
@@ -229,6 +262,11 @@ def test_every_rule_reads_its_words_in_every_language(lang, rule):
     columns = ("call", "see") if rule == "ask" else (rule,)
     for column in columns:  # the sample is read by the table's column, not by chance
         assert dialects.cue(column).search(sample), (lang, column)
+    if rule == "again":  # a call made before runs again where the model says so, only there
+        made = replies.quoted_texts([{"tool_calls": [call(*WRITE)]}])
+        assert recovered(sample + "\n" + HERMES, made) == [WRITE], lang
+        assert recovered("Sure.\n" + HERMES, made) == []
+        return
     if rule in ("ask", "keep"):  # the person's words veto; the same reply runs without them
         assert recovered("我来写一个完整的：\n" + HERMES, [sample], sample) == []
         assert recovered("I'll write it:\n" + HERMES, [sample], sample) == []
@@ -592,3 +630,102 @@ def test_a_call_fence_streamed_to_a_terminal_is_not_printed(text):
         printer.end(text)
     assert "write_file" not in out.getvalue() and "```" not in out.getvalue()
     assert len(recovered(text)) == 1
+
+
+# --- A second round of fresh eyes: shapes, describing words after an adverb, consent --------------
+
+RM = '<tool_call>{"name": "run_shell", "arguments": {"command": "rm -rf build"}}</tool_call>'
+W = '<tool_call>{"name": "write_file", "arguments": {"path": "a", "content": "b"}}</tool_call>'
+R = '<tool_call>{"name": "read_file", "arguments": {"path": "a"}}</tool_call>'
+PYTEST = '<tool_call>{"name": "run_shell", "arguments": {"command": "pytest"}}</tool_call>'
+THIRD_EYES_MENTIONS = [
+    f'There are two formats. First:\n{R}\nSecond:\n[read_file(path="a")]',
+    f"Hay dos formatos. El primero es:\n{R}",
+    f"Now the file contains:\n{W}",
+    f"Now it looks like:\n{W}",
+    f"Der Aufruf sieht jetzt so aus:\n{W}",
+    f"De aanroep ziet er nu zo uit:\n{W}",
+    f"Maintenant, l'appel ressemble à ceci :\n{W}",
+    f"Agora o arquivo contém:\n{W}",
+    f"Ahora el archivo contiene:\n{W}",
+    f"Jetzt enthält die Datei:\n{W}",
+    f"ユーザーは次のコマンドを実行します：\n{RM}",
+    f"このファイルには次の呼び出しが含まれています：\n{RM}",
+    f"From Leo's notes:\n{RM}",
+    f"I can run this if you want:\n{RM}",
+    f"I'll run this once you confirm:\n{RM}",
+    f"Я могу запустить это, если хотите:\n{RM}",
+    f"Here is the command I'll use:\n{RM}\nI'll wait for your confirmation before running it.",
+    f"I'll clean up:\n{RM}\nLet me know and I'll run it.",
+    f"我来准备清理命令：\n{RM}\n你确认后我会执行。",
+    f"然后用户会看到：\n{RM}",
+    f"Prima, il vecchio script faceva:\n{RM}",
+    f"Next step for you:\n{RM}",
+    f"I'll leave this for you to run:\n{RM}",
+]
+THIRD_EYES_LEAKS = [
+    'I\'ll run the tests first.\n```tool_code\nrun_shell(command="pytest")\n```\n'
+    "This will show which tests fail.",
+    f"I'll run the tests first.\n{PYTEST}\nThis will show which tests fail.",
+    f"我再写一次：\n{W}",
+    '路径错了。我再读一次：\n[read_file(path="a")]',
+    f"Let me check the config format:\n{R}",
+    f"Let me look at the syntax error in main.py:\n{R}",
+    f"I'll paste the fix into utils.py:\n{W}",
+    f"I'll fix the quoting bug:\n{W}",
+    f"Let me run the parser tests:\n{PYTEST}",
+    f"Let me check what the function returns:\n{R}",
+    f"让我看看这个模板文件：\n{R}",
+    f"我来读取上面提到的文件：\n{R}",
+    f"まず設定ファイルの形式を確認します。\n{R}",
+]
+THIRD_EYES_VETOES = [
+    "Don't run any commands, I just want the plan.",
+    "Please only plan; no execution.",
+    "Ne lance aucune commande, explique seulement.",
+    "No ejecutes ningún comando.",
+    "Führe keine Befehle aus.",
+    "Non eseguire nessun comando.",
+    "Niet uitvoeren, alleen uitleggen.",
+    "Не выполняй никаких команд.",
+    "Não rode nenhum comando.",
+]
+THIRD_EYES_TASKS = [  # a narrow ask: no veto
+    "Fix the tool_call parser and just run the tests.",
+    "Don't change anything else; only fix the typo in README.md.",
+    "Run the tests without changing them.",
+    "No changes to the API, but please fix the bug in parse().",
+    "修好这个 bug，但不要修改任何测试。",
+    "Don't touch anything in /etc, but update config.py.",
+    "Ändere nichts an den Tests, behebe aber den Fehler.",
+]
+
+
+@pytest.mark.parametrize("text", THIRD_EYES_MENTIONS)
+def test_third_eyes_mentions_never_run(text):
+    assert recovered(text) == []
+
+
+@pytest.mark.parametrize("text", THIRD_EYES_LEAKS)
+def test_third_eyes_real_calls_run(text):
+    assert len(recovered(text)) == 1
+
+
+@pytest.mark.parametrize("asked", THIRD_EYES_VETOES)
+def test_third_eyes_vetoes_keep_a_call_from_running(asked):
+    assert recovered(f"I'll do it.\n{RM}", [asked], asked) == []
+
+
+@pytest.mark.parametrize("asked", THIRD_EYES_TASKS)
+def test_third_eyes_narrow_asks_veto_nothing(asked):
+    assert len(recovered(f"I'll do it.\n{RM}", [asked], asked)) == 1
+
+
+def test_a_call_made_before_runs_again_only_where_the_model_says_again(loop, server):
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": "echo x >> log.txt"})]),
+        reply(f"Let me run it again:\n{RM.replace('rm -rf build', 'echo x >> log.txt')}"),
+        reply("Done."),
+    )
+    assert loop("append twice", yes=True).status == "answered"
+    assert (loop.workdir / "log.txt").read_text() == "x\nx\n"
