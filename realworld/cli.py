@@ -231,6 +231,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
         approvals = None
         status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
+        if outcome and outcome.status == "budget":  # spent for the session: no later task runs
+            break
         if outcome and outcome.status == "paused":
             waiting = pauses.waiting(messages)
             settings = pauses.settings_of(options.model, options.workdir, options.base_url)

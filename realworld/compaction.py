@@ -252,7 +252,12 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
         return None
     summary = summary[:4_000]
     said = replies.quoted_texts(messages[first:current])
-    messages[first:current] = summary_messages(summary, said)
+    shorter = summary_messages(summary, said)
+    if tokens(shorter, [], client) >= tokens(messages[first:current], [], client):
+        say("compacting: the model's summary was no shorter than what it would replace; kept")
+        transcripts.record(under, "turn/end", status="no_summary")
+        return None
+    messages[first:current] = shorter
     return {"replaced": current - first, "text": summary, "under": under.under}
 
 

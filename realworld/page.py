@@ -441,7 +441,8 @@ def listed_message(message: dict, i: int, first: int, when: str) -> str:
     shown = dict(message)
     content = shown.pop("content", "") or ""
     # what the model thought, sent back with the message (DeepSeek's reasoning_content): shown
-    thought = next((shown.pop(k) for k in ("reasoning_content", "reasoning") if k in shown), None)
+    thought_key = next((k for k in ("reasoning_content", "reasoning") if k in shown), "")
+    thought = shown.pop(thought_key) if thought_key else None
     content = content if isinstance(content, str) else fields({"content": content})
     if len(content) > PREVIEW and message.get("role") in ("tool", "assistant"):
         # shown whole in its step: here its beginning, so that the page stays small
@@ -451,7 +452,8 @@ def listed_message(message: dict, i: int, first: int, when: str) -> str:
         f"<div class=msg data-i={i} data-first={first}><span class=role>"
         f"{escape(message.get('role', '?'))}</span> <span class=meta>{when}</span>"
         + (
-            f"<p class=meta>its reasoning, sent back with it:</p><pre>{escape(thought)}</pre>"
+            f"<p class=meta>its reasoning, a field of the message ({escape(thought_key)}), "
+            f"which goes back with it when it is sent:</p><pre>{escape(thought)}</pre>"
             if isinstance(thought, str) and thought
             else ""
         )

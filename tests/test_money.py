@@ -249,3 +249,12 @@ def test_the_money_settings_are_in_the_help_the_configuration_page_and_the_env_e
         assert name in done.stdout and flag in done.stdout
         assert f"| `{name}` | `{flag} " in configuration
         assert f"# {name}=" in example
+
+
+def test_a_spent_budget_ends_the_session_with_one_line(agent):
+    # a budget is the session's: a replay of two tasks stops at the first, and says so once
+    lesson = str(ROOT / "examples" / "lesson-11.jsonl")
+    done = agent("--model", "deepseek-flash", "--budget", "0.00015", "--replay", lesson)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.count("stopped: spent ") == 1, done.stderr
+    assert "And how many characters?" not in done.stderr

@@ -293,8 +293,10 @@ def test_lesson_11s_breakpoint_shows_the_cached_tokens_and_the_money_its_row_say
     # Typed as the row says: at the first reply, then three continues on, at the second task's.
     row = next(line for line in README.splitlines() if line.startswith("| 11 |"))
     assert "(384 of `resp.usage.prompt_tokens`, 425)" in row and "512 of 597" in row
-    assert "`continue` three times" in row and "`resp.cost`" in row
-    shown = "p resp.usage.prompt_cache_hit_tokens, resp.usage.prompt_tokens\np resp.cost\n"
+    assert "`continue` three times" in row and '`resp.cost["amount"]`' in row
+    shown = "p resp.usage.prompt_cache_hit_tokens, resp.usage.prompt_tokens\n"
+    shown += 'p resp.cost["amount"], resp.cost["saved"]\n'
+
     commands = f"break {AGENT}:{msg_line() + 1}\ncontinue\n{shown}continue\ncontinue\ncontinue\n"
     flags = ("--yes", "--model", "deepseek-flash", "--transcript", str(tmp_path / "t"))
     done = pdb_replay(tmp_path, LESSONS / "lesson-11.jsonl", commands + shown + "q\n", *flags)
@@ -303,7 +305,7 @@ def test_lesson_11s_breakpoint_shows_the_cached_tokens_and_the_money_its_row_say
     ]
     assert "(384, 425)" in done.stdout and "(512, 597)" in done.stdout, done.stdout[-1500:]
     for cost in (recorded[0]["cost"], recorded[-1]["cost"]):  # the money, as the lesson says it
-        assert repr(cost) in done.stdout, done.stdout[-1500:]
+        assert repr((cost["amount"], cost["saved"])) in done.stdout, done.stdout[-1500:]
     assert recorded[0]["cost"]["saved"] > recorded[0]["cost"]["amount"]
 
 

@@ -330,7 +330,7 @@ def test_a_lessons_page_says_it_was_written_by_hand_and_shows_its_point(tmp_path
         transcripts.read(PAGES.parent.parent / "examples" / "lesson-05.jsonl"), SYSTEM_PROMPT
     )
     assert "Written by hand: its server, its tokens and its times are examples" in shown
-    assert shown.count("its reasoning, sent back with it:") >= 2
+    assert shown.count("its reasoning, a field of the message (reasoning_content)") >= 2
     assert re.search(r"<text class=scale x=2 y=14>[\d,]+ tokens</text>", shown)
 
 

@@ -107,7 +107,13 @@ def prose(readme: str) -> list[str]:
 
 
 def code_blocks(readme: str) -> list[str]:
-    return re.findall(r"^```.*?^```$", readme, re.M | re.S)
+    """The fenced blocks of a README, their comments left out (the Chinese one translates them);
+    a program's printed output (```text) whole."""
+    blocks = re.findall(r"^```.*?^```$", readme, re.M | re.S)
+    return [b if b.startswith("```text") else COMMENT.sub("", b) for b in blocks]
+
+
+COMMENT = re.compile(r"(?:^|(?<=\s))#[^\n]*", re.M)  # a shell or Python comment to the line's end
 
 
 def spans(text: str) -> list[str]:
@@ -221,3 +227,19 @@ def test_the_pdb_walkthrough_says_how_to_finish():
     walkthrough = README.split("## Step through the loop")[1].split("\n## ")[0]
     after = walkthrough.split("(Pdb) p len(messages)")[1]
     assert "`clear`" in after and "`q`" in after
+
+
+def test_the_keyless_way_into_run_from_python_works_as_written(tmp_path):
+    # The README's "No key and no local server?" sentence, typed as it says
+    import pathlib
+
+    import agent
+    from realworld import replay, transcripts
+
+    sentence = next(line for line in README.splitlines() if line.startswith("No key and no local"))
+    assert "`client = replay.Replay(transcripts.read(path), path)`" in sentence
+    path = pathlib.Path(ROOT / "examples" / "lesson-01.jsonl")
+    client = replay.Replay(transcripts.read(path), path)
+    task = next(e["content"] for e in transcripts.read(path) if e["type"] == "user/message")
+    outcome = agent.run(task, client=client, model="deepseek-flash", yes=True, workdir=tmp_path)
+    assert outcome.status == "answered" and "391" in outcome.text
