@@ -9,8 +9,8 @@ tool's result: the files it read stay out of the caller's conversation.
 What the helper needs of the caller's run (its client, model, messages, transcript) are the
 keyword-only parameters of ask_helper: tools.run_call() gives a tool what it names. Its steps are
 recorded in the same transcript, each event marked "under" the id of the call that started it,
-from its own system prompt and tools on: --show indents them, the page nests them, --resume leaves
-them out of the conversation. agent.py is not changed; the default agent keeps its three tools.
+from its own system prompt and tools on: the terminal and --show indent them, the page nests
+them, --resume leaves them out. agent.py is not changed; the default agent keeps its three tools.
 
     python examples/subagent.py "write notes.txt, then ask the helper about it"   (as agent.py)
     python examples/subagent.py --replay examples/lesson-08.jsonl                 (no key)
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # where agent.p
 
 import agent
 from realworld import cli, pauses, transcripts
-from realworld.guards import say
+from realworld.guards import indented, say
 from tools import DEFAULT_TOOLS, Tool, schemas
 
 HELPER_PROMPT = (
@@ -40,18 +40,18 @@ def ask_helper(question: str, *, workdir, client, model, yes, messages, transcri
     call = pauses.open_calls(messages)[0]  # this call: the caller's first one not answered yet
     under = transcripts.Nested(transcript, call["id"])
     own = transcripts.begin(under, HELPER_PROMPT, schemas(HELPER_TOOLS))  # its own conversation
-    say("  ┌ the helper's own loop:")
-    outcome = agent.run(
-        question,
-        own,
-        tools=list(HELPER_TOOLS),
-        client=client,
-        model=model,
-        max_steps=HELPER_STEPS,
-        workdir=workdir,
-        yes=yes,
-        transcript=under,
-    )
+    with indented("  │ ", "  ┌ the helper's own loop:"):  # its lines inside the caller's step
+        outcome = agent.run(
+            question,
+            own,
+            tools=list(HELPER_TOOLS),
+            client=client,
+            model=model,
+            max_steps=HELPER_STEPS,
+            workdir=workdir,
+            yes=yes,
+            transcript=under,
+        )
     say(f"  └ the helper: {outcome.status}")
     if outcome.status == "answered":
         return outcome.text

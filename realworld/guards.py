@@ -6,6 +6,8 @@ stderr, with control characters shown as escapes. clip() is how every tool resul
 with the key blanked out and its length bounded.
 """
 
+import contextlib
+import contextvars
 import json
 import re
 import sys
@@ -22,8 +24,26 @@ EMPTY_GLYPHS = "\u115f\u1160\u3164\uffa0\u2800"
 def say(text: str, end: str = "\n") -> None:
     """A line for the person: on stderr, so that stdout holds only the answer. What the model or
     a tool wrote may be in it, so control characters are shown as escapes: an escape sequence
-    could redraw the screen."""
-    print(visible(hide_secrets(text)), end=end, file=sys.stderr, flush=True)
+    could redraw the screen. Inside indented(), each line begins with its prefix."""
+    text, prefix = visible(hide_secrets(text)), INDENT.get()
+    text = prefix + text.replace("\n", "\n" + prefix) if prefix else text
+    print(text, end=end, file=sys.stderr, flush=True)
+
+
+# what say() puts before each line: a helper's steps are shown inside the caller's (lesson 08)
+INDENT = contextvars.ContextVar("indent", default="")
+
+
+@contextlib.contextmanager
+def indented(prefix: str, heading: str):
+    """Say heading, then prefix every line said inside the block (a helper's loop, whose steps are
+    numbered from 1 too, inside the caller's step)."""
+    say(heading)
+    token = INDENT.set(INDENT.get() + prefix)
+    try:
+        yield
+    finally:
+        INDENT.reset(token)
 
 
 def visible(text: str) -> str:

@@ -147,3 +147,19 @@ def test_the_default_agent_keeps_its_three_tools(agent, server):
     server.add(reply("hi"))
     agent("go")
     assert tool_names(server, 0) == ["read_file", "write_file", "run_shell"]
+
+
+def test_the_helpers_lines_are_shown_inside_the_callers_step(notes, server):
+    server.add(
+        reply(tool_calls=[call("ask_helper", {"question": "what is in notes.txt?"}, "h1")]),
+        reply(tool_calls=[call("read_file", {"path": "notes.txt"}, "r1")]),
+        reply("milk and eggs"),
+        reply("The notes say milk and eggs."),
+    )
+    lines = notes("what do my notes say?", program=SUBAGENT).stderr.splitlines()
+    inside = lines[
+        lines.index("  ┌ the helper's own loop:") + 1 : lines.index("  └ the helper: answered")
+    ]
+    assert [line.split(":")[0] for line in inside if "step" in line] == ["  │ step 1", "  │ step 2"]
+    assert all(line.startswith("  │ ") for line in inside), inside  # its call and result too
+    assert sum(line.startswith("step ") for line in lines) == 2  # the caller's own two steps

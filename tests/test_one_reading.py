@@ -136,7 +136,7 @@ def test_each_lessons_requests_are_what_the_loop_sends_and_every_view_says_so(
     live = runs.requests(events_of(done.transcript))
     # the steps the terminal printed (a summary's request prints none), and its total, which the
     # page's header says too: a helper's and a summary's requests counted
-    printed = [int(n) for n in re.findall(r"^(?:> )*step (\d+): ", done.stderr, re.M)]
+    printed = [int(n) for n in re.findall(r"^(?:> )*(?:  │ )*step (\d+): ", done.stderr, re.M)]
     assert printed == [r.step for r in live if not str(r.under).startswith("compaction-")]
     [total] = re.findall(r"^(?:> )*total: (.*)$", done.stderr, re.M)
     assert f"; {total}</p>" in page.page(events_of(done.transcript), SYSTEM_PROMPT)
