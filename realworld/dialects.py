@@ -604,13 +604,16 @@ SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟�
 CUES = {
     "en": {
         "announces": r"let me(?! know)|let's|let us|i'll|i will|i'm going to|i am going to|"
-        r"i need to|i shall|i'm now|i should|i can|i'd be happy|happy to help|we need to|we'll|"
+        r"i (?:first |now )?(?:need|want|have) to|i'd like to|(?:the )?first step is|"
+        r"using the \w+ tool|i shall|i'm now|i should|i can|i'd be happy|happy to help|"
+        r"we (?:first )?need to|we'll|"
         r"we will|we should|now i|next,? i|first,? i|then i|this will|that will|"
         r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|"
         r"searching|saving|updating|editing|testing|installing|inspecting|calling|trying|"
         r"starting|fixing|reviewing|examining|verifying|viewing|loading|fetching|making|adding|"
         r"removing|deleting)",
-        "next": r"^\W*(?:first|next|then|now|finally)",  # "Now run it.", "First, the file."
+        # "Now run it.", "First, the file."
+        "next": r"^\W*(?:first|next|then|now|finally)(?! time)",
         "affirms": r"sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|"
         r"right|yes",
         "presents": r"here is|here's|here are|here it is|below is|give you",
@@ -618,14 +621,16 @@ CUES = {
         r"pasted|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|explain\w*|"
         r"break (?:it|this) down|teach\w*|introduc\w*|present(?:ing|s)?|describ\w*|anatomy|"
         r"\w+'d (?:describe|write|make|run|call|use|do|look|send|say)",
-        "examples": r"for example|for instance|e\.g\.|an? example|examples|example(?!\s+[a-z])|"
+        "examples": r"for example|for instance|e\.g\.|examples|example(?!\s+[a-z])|"
+        r"an? example(?! (?:file|script|project|config|app|program|module|folder|directory)\b)|"
         r"like this|like so|such as|sample|for reference|is how|are how|this way|typical|"
         r"written as",
         "topics": r"formats?|syntax|template|schema",
         "plans": r"(?:my plan|the plan|plan|my steps|the steps)\s*[:：]",
         "describes": r"looks? like|contains?|says",
         "another": r"the (?:model|assistant|llm|bot)(?= \w+s\b| (?:then|now|will|would|might|"
-        r"may|can)\b|\s*[:：]|'s)|(?:it|he|she|they|the (?:agent|user|server|client|loop|"
+        r"may|can|could|should)\b|\s*[:：]|'s)|you'd need|you would need|"
+        r"you'll need|(?:it|he|she|they|the (?:agent|user|server|client|loop|"
         r"parser)) (?:then )?(?:writes|outputs|emits|returns|sends|produces|generates|replies|"
         r"responds|answers|says|calls|runs|sees|types|gets)|\w+ (?:outputs|emits|generates|"
         r"produces|responds|replies)|(?:assistant|model|output|response|ai)\s*:|"
@@ -637,28 +642,36 @@ CUES = {
         r"executed|created|called|invoked|used|typed|sent|edited|saved|changed|made)|"
         r"(?:was|were) (?:run|written|executed|called)|(?:the old|the previous) \w+ (?:did|ran|"
         r"had)",
-        "condition": r"^\W*(?:if|when|whenever|unless|in case|once|should|after|before)|"
+        "condition": r"^\W*(?:if|when|whenever|unless|in case|should)|"
         r"if you (?:want|like|wish|prefer|'d like|agree|confirm|approve)|once you|"
-        r"(?:after|when) you (?:confirm|approve|agree)|let me know|wait for your|"
-        r"your (?:confirmation|approval|ok|go-ahead|permission)|shall i|do you want me|"
-        r"want me to|if (?:that's|it's|this is) (?:ok|okay|fine|alright)",
+        r"(?:after|when) you (?:confirm|approve|agree)|wait for your|"
+        r"let me know (?:and|before|whether|if (?:i should|it's|that's|this is|you want me to|"
+        r"you'd like me to))|your (?:confirmation|approval|ok|go-ahead|permission|review)|"
+        r"(?:so|for) you (?:can|to) review|review it before|before (?:you )?approv\w*|"
+        r"shall i|do you want me|want me to|if (?:that's|it's|this is) (?:ok|okay|fine|alright)",
         "negation": r"(?:i|we) (?:will|shall|would|am|'m|are|do|did|can) not|(?:i|we) (?:won't|"
         r"don't|didn't|can't|cannot|shouldn't|wouldn't)|(?:i'm|i am|we're) not going to|"
         r"(?:i|we)(?:'ll| will) never|not (?:run|execute|write|call) (?:it|this|that)",
-        "again": r"again|once more|re-?run|one more time",
-        "call": r"tool[ _-]?calls?|the call|a call|json for|\w+_\w+ calls?",
+        "again": r"again|once more|re-?run|one more time|"
+        r"to (?:verify|confirm|check|make sure|ensure)",
+        "call": r"tool[ _-]?calls?|json for|\w+_\w+ calls?|"
+        r"(?:the|a|your) call (?:you|you'd|you would|you'll|you will)",
         "see": r"show|look like|looks like|example|give me|write out",
+        # the whole object: "anything", "it", "any commands", then the clause ends ("anything
+        # else", "anything in /etc", "anything destructive" is a narrow ask)
         "keep": r"(?:don't|do not|never) (?:change|modify|touch|write|edit|alter) (?:anything|any "
-        r"files?|a thing)(?! else| other|\s+(?:in|on|under|outside|inside|about|to|at|of)\b)|"
-        r"change nothing|touch nothing|without (?:changing|touching|writing|running) anything|"
-        r"without (?:running|executing) it|(?:don't|do not|never) (?:actually )?(?:run|execute) "
-        r"(?:it|this|that|anything|any (?:commands?|tools?|calls?))(?! else| other|\s+(?:in|on|"
-        r"to)\b)|dry run|(?:don't|do not) actually|make no changes(?! to)|no changes(?! to)|"
-        r"no execution|(?:only|just) (?:a |the )?plan(?:;|,|\.|$)|plan only|without executing",
+        r"files?|a thing)(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b))|change nothing|"
+        r"touch nothing|without (?:changing|touching|writing|running) anything|without (?:running|"
+        r"executing) it|(?:don't|do not|never) (?:actually )?(?:run|execute) (?:it|this|that|"
+        r"anything|any (?:commands?|tools?|calls?))(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b))|"
+        r"dry run only|(?:just|only) a dry run|as a dry run|(?:don't|do not) actually|"
+        r"make no changes(?! to)|no changes(?! to)|no execution|(?:only|just) (?:a |the )?plan"
+        r"(?:;|,|\.|$)|plan only|without executing|(?:just|only) (?:explain|describe)|explain only",
     },
     "zh": {
         "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|我再|需要先|"
-        r"先看|先读|下面我",
+        r"先看|先读|下面我|我们(?:先|来|现在)|(?:首先|先|现在|接下来|然后)(?:来)?(?:查看|读取|运行|执行|"
+        r"检查|创建|写入|看一下|跑)",
         "next": r"现在|接下来|首先|然后|这就|马上|立即|立刻|第.步",
         "affirms": r"好的|好|行|可以|没问题|收到|明白|了解",
         "presents": r"下面是|以下是|这是",
@@ -675,15 +688,14 @@ CUES = {
         "condition": r"如果|要是|假如|万一|一旦|的话|确认后|同意后|等你|你确认|需要的话|要我|"
         r"可以吗|好吗|是否",
         "negation": r"我不会|我不|不会(?:运行|执行|写)|我没有|不打算",
-        "again": r"再|重新",
+        "again": r"再|重新|验证|确认一下|确保",
         "call": r"工具调用|调用(?:是什么样|长什么样|怎么写|的格式)|"
         r"(?:你|您)(?:会|要)?(?:做|用)?的调用",
         "see": r"什么样|怎么写|格式|示例|例子|显示|给我看|只显示|不要执行|别执行",
-        "keep": r"不要(?:修改|改动|改|动|运行|执行)(?:任何|它|这个)(?:东西|文件|内容|事|地方|代码|"
-        r"命令)?(?![\u4e00-\u9fff])|别(?:修改|改|动|运行|执行)(?:任何|它)(?:东西|文件|命令)?"
-        r"(?![\u4e00-\u9fff])|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?(?![\u4e00-\u9fff])|"
-        r"不(?:要)?做任何(?:修改|改动)|请勿|勿(?:修改|改动|运行|执行)|无需(?:修改|运行|执行)|"
-        r"不要运行任何|不要执行任何",
+        "keep": r"(?:不要|别|请勿|勿)(?:修改|改动|改|动|运行|执行)任何(?:东西|文件|内容|事|地方|"
+        r"代码|命令)?(?![\u4e00-\u9fff])|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?"
+        r"(?![\u4e00-\u9fff])|不(?:要)?做任何(?:修改|改动)|(?:不要|别)(?:运行|执行)(?:它|这个)"
+        r"(?![\u4e00-\u9fff])|只(?:给我)?(?:方案|计划|解释|说明)",
     },
     "ja": {
         "announces": r"(?<!い)(?<!あり)ます|ましょう",
@@ -703,8 +715,9 @@ CUES = {
         "again": r"もう一度|再度|再び",
         "call": r"呼び出し",
         "see": r"見せ|どのよう|どんな|例",
-        "keep": r"何も(?:変更|実行|書き換え)し(?:ない|ません)|何も(?:変更|実行)せず|触らないで|"
-        r"実行(?:は)?しないで|変更(?:は)?しないで|書き換えないで|実行せず|変更せず",
+        "keep": r"何も(?:変更|実行|書き換え)し(?:ない|ません)|何も(?:変更|実行)せず|何も触らないで|"
+        r"ファイル(?:に|には)?触らないで|(?:^|[、。,.\s])(?:実行|変更)(?:は)?しないで|説明だけ|"
+        r"説明のみ",
     },
     "ko": {
         "announces": r"겠습니다|할게요|볼게요|보겠|하겠",
@@ -723,8 +736,8 @@ CUES = {
         "again": r"다시|한 번 더",
         "call": r"호출",
         "see": r"보여|어떻게|예시",
-        "keep": r"아무것도 (?:바꾸지|수정하지|변경하지|건드리지|실행하지) 마|건드리지 마|손대지 마|"
-        r"실행하지 마",
+        "keep": r"아무것도 (?:바꾸지|수정하지|변경하지|건드리지|실행하지) 마|"
+        r"(?:^|[,.]\s*)실행하지 마|설명만",
     },
     "fr": {
         "announces": r"je vais|laissez-moi|laisse-moi|voyons|"
@@ -747,9 +760,11 @@ CUES = {
         "call": r"appels?",
         "see": r"montre\w*|ressemble|exemple",
         "keep": r"ne (?:change|modifie|touche|lance|exécute|écris) rien"
-        r"(?! (?:à|au|aux|dans|de|d['’]))|ne touche à rien|aucune modification|aucun changement|"
+        r"(?! (?:à|au|aux|dans|de|d['’]))|ne touche à rien|"
+        r"aucune modification(?! (?:des|du|de|aux?|dans|à)\b)|"
+        r"aucun changement(?! (?:des|du|de|aux?|dans|à)\b)|explique seulement|juste expliquer|"
         r"sans rien (?:changer|modifier|exécuter)|sans l['’]exécuter|"
-        r"ne l['’](?:exécute|lance) pas|ne (?:lance|exécute) aucune?|aucune commande",
+        r"ne l['’](?:exécute|lance) pas|aucune commande",
     },
     "es": {
         "announces": r"voy a|déjame|vamos a|"
@@ -771,9 +786,9 @@ CUES = {
         "again": r"de nuevo|otra vez|nuevamente",
         "call": r"llamadas?",
         "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo",
-        "keep": r"no (?:cambies|modifiques|toques|ejecutes|escribas) nada|no hagas ningún cambio|"
-        r"ningún cambio|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes|"
-        r"no ejecutes ningún|ningún comando",
+        "keep": r"no (?:cambies|modifiques|toques|ejecutes|escribas) nada|"
+        r"ningún cambio(?! en\b| a\b| de\b)|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes|"
+        r"ningún comando|solo explic\w*",
     },
     "de": {
         "announces": r"ich werde|werde ich|lass mich|"
@@ -798,8 +813,8 @@ CUES = {
         "call": r"aufruf(?:s|e)?|funktionsaufruf\w*|toolaufruf\w*",
         "see": r"zeig\w*|sieht|aussieht|beispiel",
         "keep": r"ändere nichts(?! an\b| am\b| in\b)|nichts (?:ändern|anfassen|ausführen)|"
-        r"keine \w+ anfassen|keine änderung\w*|führ\w* (?:es |ihn |das )?nicht aus|"
-        r"nicht ausführen|keine befehle|führe keine",
+        r"keine dateien anfassen|keine änderungen?(?! an\b| am\b| in\b| zu\b)|"
+        r"führ\w* (?:es |ihn |das )?nicht aus|^\W*nicht ausführen|keine befehle|nur erklären",
     },
     "pt": {
         "announces": r"vou|deixe-me|deixa eu|vamos|"
@@ -821,7 +836,8 @@ CUES = {
         "call": r"chamadas?",
         "see": r"mostr\w*|como (?:é|fica)|exemplo",
         "keep": r"não (?:altere|mude|modifique|mexa|toque|execute|rode|escreva) (?:nada|em nada)|"
-        r"não mexa|sem (?:alterar|executar|mudar) nada|não o execute|nenhum comando",
+        r"não mexa(?=[,.!]|$)|sem (?:alterar|executar|mudar) nada|não o execute|nenhum comando|"
+        r"(?:só|apenas) expli\w*",
     },
     "it": {
         "announces": r"lascia(?:temi)? che|\w+erò|\w+irò|\w+arò|"
@@ -846,8 +862,8 @@ CUES = {
         "call": r"chiamat[ae]",
         "see": r"mostr\w*|come (?:è|appare)|esempio",
         "keep": r"non (?:modificare|cambiare|toccare|eseguire|scrivere) (?:niente|nulla)|"
-        r"lascia stare|senza (?:modificare|eseguire|toccare) (?:niente|nulla)|non eseguirl[oa]|"
-        r"non eseguire nessun|nessun comando",
+        r"lascia stare (?:tutto|i file)|lascia stare(?=[,.!]|$)|senza (?:modificare|eseguire|"
+        r"toccare) (?:niente|nulla)|non eseguirl[oa]|nessun comando|solo spiega\w*",
     },
     "nl": {
         "announces": r"ik ga|laat me|ik zal|"
@@ -869,7 +885,7 @@ CUES = {
         "call": r"aanroep\w*",
         "see": r"toon|laat .{0,20}zien|ziet|voorbeeld",
         "keep": r"verander niets|niets (?:veranderen|aanpassen|uitvoeren)|pas niets aan|"
-        r"raak niets aan|voer (?:het )?niet uit|^\W*niet uitvoeren",
+        r"raak niets aan|voer (?:het )?niet uit|^\W*niet uitvoeren|alleen uitleggen",
     },
     "ru": {
         "announces": r"давайте|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
@@ -894,7 +910,8 @@ CUES = {
         "call": r"вызов\w*",
         "see": r"покаж\w*|выглядит|пример",
         "keep": r"ничего не (?:меняй|изменяй|трогай|запускай|пиши|выполняй)|"
-        r"не (?:запускай|выполняй) (?:его|это|никаких)|без запуска|никаких команд",
+        r"не (?:запускай|выполняй) (?:его|это|ничего)|никаких команд|(?:только|просто) "
+        r"(?:объясни|опиши)",
     },
 }
 SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole words
@@ -1031,10 +1048,7 @@ def unannounced(
         return True
     going_on = first_sentence(text[end : end + 2000].strip())
     return (
-        last
-        and bool(going_on)
-        and not MARKUP.fullmatch(going_on)
-        and not announces(going_on, False, after=True)
+        last and bool(going_on) and not MARKUP.fullmatch(going_on) and vetoes(going_on, after=True)
     )
 
 
@@ -1071,12 +1085,27 @@ def vetoes(sentence: str, after: bool = False) -> bool:
         EXAMPLES.search(sentence)
         or DOCUMENT_LINE.match(sentence)
         or ANOTHER.search(sentence)
-        or PAST.search(sentence)
+        or PAST.search(main_clause(sentence))
         or UNSURE.search(sentence)
+        or (after and sentence.rstrip()[-1:] in "?？")  # a question to the person waits for them
         or (SHOWS.search(sentence) and not (after and (own or NEXT.search(sentence))))
         or (not own and (TOPICS.search(sentence) or DESCRIBES.search(sentence)))
         or (not own and PRESENTS.search(sentence))
     )
+
+
+CLAUSE = re.compile(r"[,，;；、]")
+
+
+def main_clause(sentence: str) -> str:
+    """The clause that announces the model's step, and what follows it: a clause before it says
+    what was done ("Now that I've fixed it, let me run the tests"), which makes no recap."""
+    found = ANNOUNCES.search(sentence)
+    if not found:
+        return sentence
+    return sentence[
+        max((m.end() for m in CLAUSE.finditer(sentence, 0, found.start())), default=0) :
+    ]
 
 
 def keeps_from_running(asked: str) -> bool:

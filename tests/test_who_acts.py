@@ -729,3 +729,94 @@ def test_a_call_made_before_runs_again_only_where_the_model_says_again(loop, ser
     )
     assert loop("append twice", yes=True).status == "answered"
     assert (loop.workdir / "log.txt").read_text() == "x\nx\n"
+
+
+# --- A third round: realistic replies, and balance ------------------------------------------------
+
+
+def hermes(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+CALC, TESTS = (
+    hermes("read_file", {"path": "calc.py"}),
+    hermes("run_shell", {"command": "pytest -q"}),
+)
+CLEAN = hermes("run_shell", {"command": "rm -rf build/"})
+REALISTIC_LEAKS = [
+    f"I'll read the file first.\n{CALC}\n\nOnce I see the contents, I can identify the bug.",
+    "Let me list the files.\n"
+    + hermes("run_shell", {"command": "ls"})
+    + "\nAfter that, I'll check calc.py.",
+    f"Sure, let me run the tests.\n{TESTS}\nLet me know if you need anything else!",
+    f"{CALC}\n\nPlease wait while I read the file.",
+    f"首先查看文件内容：\n{CALC}",
+    f"To fix the test, I first need to see what's failing.\n{TESTS}",
+    "I'll create an example file to test this.\n"
+    + hermes("write_file", {"path": "example.py", "content": "print(1)\n"}),
+    f"Now that I've made the change, let me run the tests.\n{TESTS}",
+    f"After fixing the bug, let me run the tests.\n{TESTS}",
+    f"Since I changed calc.py, I'll run the tests.\n{TESTS}",
+    f"我已经修改了文件，现在运行测试。\n{TESTS}",
+    f"Once more, with the fix applied, running the tests:\n{TESTS}",
+    f"我们先运行测试看看。\n{TESTS}",
+    f"好的，先跑一下测试。\n{TESTS}",
+    f"I want to see which test fails.\n{TESTS}",
+    f"I'd like to run the tests first.\n{TESTS}",
+    f"The first step is to run the tests.\n{TESTS}",
+    f"Using the run_shell tool to run the tests:\n{TESTS}",
+]
+RERUNS = [  # the same call as one made before, run again on purpose: to verify a fix
+    f"I've fixed the bug. Now let's run the tests to verify the fix:\n{TESTS}",
+    f"The fix is in place. Let me run the tests to make sure everything passes.\n{TESTS}",
+    f"修复完成，现在运行测试验证一下。\n{TESTS}",
+]
+NARROW_ASKS = [
+    "Show me what the call to parse() returns for 'abc'",
+    "List the files, but don't run anything that deletes files",
+    "Don't execute anything destructive; list the directory",
+    "main.py のバグを直して、テストは変更しないでください",
+    "テストは実行しないで、calc.py だけ直してください",
+    "Add a dry run option to deploy.sh",
+    "不要改这个文件，改 utils.py",
+    "请勿修改测试文件，修复 calc.py 里的 bug",
+    "无需运行测试，直接修复 calc.py",
+    "Без запуска тестов просто исправь опечатку в calc.py",
+    "Keine Änderungen an der API, nur den Bug in calc.py fixen",
+    "Führe keine Tests aus, korrigiere nur calc.py",
+    "Corrige le bug dans calc.py, aucune modification des tests.",
+    "Ne lance aucun test, corrige juste calc.py",
+    "Arregla el bug en calc.py, ningún cambio en los tests.",
+    "No ejecutes ningún test, solo corrige calc.py",
+    "Implement a dry run mode for the sync command",
+]
+OFFERS = [  # a call put forward for the person to look at first
+    f"Next time, the model could emit:\n{CLEAN}",
+    f"Let me write out the call so you can review it:\n{CLEAN}",
+    f"Let me draft the command for your review:\n{CLEAN}",
+    f"I'll prepare the cleanup command; review it before approving:\n{CLEAN}",
+    f"Let me put together the command you'd need:\n{CLEAN}",
+    f"Here is the command I'll use:\n{CLEAN}\nDoes this look right?",
+]
+
+
+@pytest.mark.parametrize("text", REALISTIC_LEAKS)
+def test_realistic_replies_of_small_models_run(text):
+    assert len(recovered(text, asked="fix the failing test")) == 1
+
+
+@pytest.mark.parametrize("text", RERUNS)
+def test_a_call_made_before_runs_again_where_the_model_says_why(text):
+    made = replies.quoted_texts([{"tool_calls": [call("run_shell", {"command": "pytest -q"})]}])
+    assert recovered(text, made) == [("run_shell", {"command": "pytest -q"})]
+    assert recovered(f"Sure.\n{TESTS}", made) == []  # nothing says it runs once more: a recap
+
+
+@pytest.mark.parametrize("asked", NARROW_ASKS)
+def test_a_narrow_ask_in_any_language_vetoes_nothing(asked):
+    assert not dialects.keeps_from_running(asked)
+
+
+@pytest.mark.parametrize("text", OFFERS)
+def test_a_call_offered_for_review_is_not_run(text):
+    assert recovered(text) == []
