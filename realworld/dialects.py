@@ -557,20 +557,22 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 
 # --- Calls and mentions --------------------------------------------------------------------------
 # A payload is a call only where it stands as one (mention() says where it does not):
-# - its place: outside code (fences, `inline`, indented, <pre>, <code>, rST blocks), quotations
-#   (a quotation mark or bracket open before it, on its line or across lines; a blockquote), list
-#   items and table rows, and not inside a sentence (prose before it on its line that ends no
-#   sentence, or prose after it on its line); not after thinking it did not start with;
-# - its introduction: nothing before it on its line or the line before but markup, a word or two
-#   ("Sure.", "好的。"), a plan ("Here is my plan:" above a list), or a sentence that announces the
-#   model's own next step ("Let me look:", "I'll read the file.", "让我看看：", "Now run it.");
-#   never a sentence that names it an example, a format or a reference, presents or quotes it, or
-#   heads a document section; between calls, any sentence but those;
-# - what follows: when the reply goes on after its last call, it goes on with an announcement;
+# - its place: outside code (fences that do not say they are a call, `inline`, indented, <pre>,
+#   <code>, rST blocks), quotations (a quotation mark or bracket open before it, on its line or
+#   across lines; a blockquote), list items and table rows, and not inside a sentence (prose before
+#   it on its line that ends no sentence, or prose after it on its line but for a new sentence after
+#   a closing token); not after thinking it did not start with;
+# - who acts, and when: nothing before it on its line or the line before but markup, a word or two
+#   ("Sure.", "好的。"), a plan ("Here is my plan:" above a list), or a sentence in which the
+#   model announces its own next step ("Let me look:", "I'll read it.", "让我看看：");
+#   never one that vetoes() (another actor, a past action, a condition, a denial, an example, a
+#   demonstration, a heading); between calls, any sentence but those;
+# - what follows: when the reply goes on after its last call, nothing that vetoes, and no question
+#   or condition for the person;
 # - what it repeats: no call that a tool result or the person's message of the conversation holds,
-#   and none at all when the person asked to see a call rather than to have it run.
-# Where the rules leave a doubt, it is text: a mention not run costs the model a step, a mention
-# run can destroy a file.
+#   no call already made unless the model says it runs it once more, and none at all when the
+#   person asked to see a call, or that nothing run or change (keeps_from_running()).
+# The words each rule reads are in CUES, below.
 LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
 CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
@@ -1033,8 +1035,9 @@ def unannounced(
     text: str, start: int, end: int, line_start: int, last: bool, after_a_call: bool
 ) -> bool:
     """Whether the text next to the markup keeps it from being a call: the text before it on its
-    line, and the line before when its own starts with markup or with it (harmony's preamble);
-    and, after the reply's last call, the sentence the reply goes on with."""
+    line, and the line before when its own starts with markup or with it (harmony's preamble), or
+    the list item right above it; and, after the reply's last call, the sentence the reply goes on
+    with, if it vetoes."""
     before = text[line_start:start].strip()
     introductions = [before]
     if not before or TOKEN_START.match(text, line_start):
