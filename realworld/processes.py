@@ -9,14 +9,18 @@ import codecs
 import contextlib
 import functools
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from realworld.guards import credentials, joined
 
 KILL_GRACE = 5  # seconds to collect the output of a killed command
+CHECK = 0.05  # seconds between two looks at whether a command that prints nothing has ended
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 
 
@@ -26,6 +30,7 @@ class Capture:
 
     def __init__(self, limit: int):
         self.limit, self.head, self.tail, self.count = limit, "", "", 0
+        self.ended, self.reader = False, None  # the end of the output read; a thread reading it
         # output may be in any encoding
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -33,6 +38,18 @@ class Capture:
         for chunk in iter(lambda: pipe.read1(65536), b""):
             self.add(self.decoder.decode(chunk))
         self.add(self.decoder.decode(b"", final=True))
+        self.ended = True
+
+    def read_some(self, pipe, seconds: float) -> bool:
+        """Read what comes within seconds, at most one chunk; whether the output may go on."""
+        waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
+        waiting.register(pipe, select.POLLIN)
+        if not waiting.poll(max(0.0, seconds) * 1000):  # milliseconds
+            return True
+        chunk = os.read(pipe.fileno(), 65536)
+        self.add(self.decoder.decode(chunk, final=not chunk))
+        self.ended = not chunk
+        return bool(chunk)
 
     def add(self, text: str) -> None:
         self.count += len(text)
@@ -147,12 +164,51 @@ def kill(pid: int) -> None:
 if os.name == "nt":
     NEW_PROCESS_GROUP = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
 
+    def read_while_running(process: subprocess.Popen, output: Capture, timeout: float) -> None:
+        """Read the command's output into output as it comes, by a thread (select() takes no
+        pipes on Windows), until the command has ended; subprocess.TimeoutExpired past timeout
+        seconds."""
+        output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
+        output.reader.daemon = True
+        output.reader.start()
+        process.wait(timeout)
+
+    def read_rest(process: subprocess.Popen, output: Capture) -> None:
+        """Once the command has ended or been killed: the rest of its output, for KILL_GRACE
+        seconds at most (a process it started in the background may hold the output open)."""
+        output.reader.join(KILL_GRACE)
+
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started (Windows has no killpg)."""
         subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
 
 else:
     NEW_PROCESS_GROUP = {"start_new_session": True}
+
+    def read_while_running(process: subprocess.Popen, output: Capture, timeout: float) -> None:
+        """Read the command's output into output as it comes, until the command has ended;
+        subprocess.TimeoutExpired past timeout seconds. No thread: the agent reads it itself,
+        looking every CHECK seconds whether a command that prints nothing has ended."""
+        deadline = time.monotonic() + timeout
+        while process.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+            if not output.read_some(process.stdout, min(left, CHECK)):
+                process.wait(max(0.0, deadline - time.monotonic()))  # its output closed first
+                return
+
+    def read_rest(process: subprocess.Popen, output: Capture) -> None:
+        """Once the command has ended or been killed: the rest of its output, for KILL_GRACE
+        seconds at most. A process it started in the background may hold the output open: a
+        thread then reads on, so that it never waits on a full pipe."""
+        deadline = time.monotonic() + KILL_GRACE
+        while not output.ended and time.monotonic() < deadline:
+            output.read_some(process.stdout, deadline - time.monotonic())
+        if not output.ended:
+            output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
+            output.reader.daemon = True
+            output.reader.start()
 
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started: its whole process group."""
