@@ -30,6 +30,7 @@ import config
 from realworld import dialects
 from realworld.guards import (
     MAX_DEPTH,
+    Pattern,
     clean_text,
     hide_secrets,
     say,
@@ -637,13 +638,25 @@ def quoted_texts(messages: list[dict]) -> list[str]:
     call written again as text is a recap, never run twice), with the texts compaction put a
     placeholder or a summary in the place of (compaction.Compacted): a call once read in a tool
     result, or made, stays a repeat after compaction."""
-    texts = []
+    texts, kept = [], {}
     for message in messages:
-        content = message.get("content")
+        content, calls = message.get("content"), message.get("tool_calls") or []
         if message.get("role") in ("user", "tool") and isinstance(content, str):
             texts += [content, *getattr(content, "replaced", ())]
-        texts += [made(call) for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+        before = MADE.get(id(message))
+        if before and before[0] is message and before[1] == calls:  # is, then ==, call by call
+            kept[id(message)] = before
+        else:
+            kept[id(message)] = (message, calls, [made(c) for c in calls if isinstance(c, dict)])
+        texts += kept[id(message)][2]
+    MADE.clear()  # only the messages of this reading are kept
+    MADE.update(kept)
     return texts
+
+
+# The calls of each message of the last reading, by id(), as made() writes them: (message, its
+# calls, their payloads). Each request reads every call before it again; a call is written once.
+MADE = {}
 
 
 def made(call: dict) -> str:
@@ -745,12 +758,35 @@ IMAGE_BYTES = 3 * 1_500  # an image part: OpenAI counts a high-detail 1024x1024 
 def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
     """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
     size = nbytes(json.dumps(tools or [], ensure_ascii=False))
+    counted = {}
     for message in messages:
-        size += content_size(message.get("content")) + PER_MESSAGE * BYTES_PER_TOKEN
-        size += nbytes(str(message.get("reasoning_content") or ""))  # sent back (DeepSeek)
-        for call in message.get("tool_calls") or []:
-            size += nbytes(json.dumps(call, ensure_ascii=False))
+        content, calls = message.get("content"), message.get("tool_calls")
+        parts = (content, message.get("reasoning_content"), calls)
+        before = COUNTED.get(id(message))
+        if before and before[0] is message and before[1] == parts:  # is, then ==, part by part
+            counted[id(message)] = before
+        else:
+            counted[id(message)] = (message, parts, message_size(*parts))
+        size += counted[id(message)][2]
+    COUNTED.clear()  # only the messages of this estimate are kept
+    COUNTED.update(counted)
     return size // BYTES_PER_TOKEN
+
+
+# The bytes of each message of the last estimate, by id(): (message, its content, reasoning and
+# calls, bytes). A request is estimated before it is sent and counted again after, and each
+# request extends the one before, so all but the new messages were counted before. A message
+# compaction changed holds another content, or is another message: it is counted again.
+COUNTED = {}
+
+
+def message_size(content, reasoning, calls) -> int:
+    """The bytes one message counts for: its content, its reasoning sent back (DeepSeek), its
+    calls, and what a chat template adds around it."""
+    size = content_size(content) + PER_MESSAGE * BYTES_PER_TOKEN + nbytes(str(reasoning or ""))
+    for call in calls or []:
+        size += nbytes(json.dumps(call, ensure_ascii=False))
+    return size
 
 
 def nbytes(text: str) -> int:
@@ -895,7 +931,7 @@ def money(amount: float, currency: str = "") -> str:
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------
 
-CONTEXT_FULL = re.compile(
+CONTEXT_FULL = Pattern(
     r"context[ _]?length|context[ _]?window|context size|context limit|too many tokens"
     r"|prompt (?:is )?too long|prompt_too_long|input is too long"
     r"|max(?:imum)? (?:model|prompt|input) length"
@@ -913,8 +949,8 @@ CONTEXT_FULL = re.compile(
 COUNT = r"(\d{1,3}(?:[,_ \u202f\u00a0]\d{3})+(?!\d)|\d{3,}(?!\d))"
 # What follows the request's own count, never a window's: "9000 tokens requested".
 ASKED = r"(?!\s*(?:tokens?\s+)?(?:requested|received|given|were|in the|resulted))"
-COMPARED = re.compile(rf"(?:>|<=|≤)\s*{COUNT}(?![\d,]*\s*-)")
-WINDOW = re.compile(
+COMPARED = Pattern(rf"(?:>|<=|≤)\s*{COUNT}(?![\d,]*\s*-)")
+WINDOW = Pattern(
     rf"(?:context (?:length|window|size)|n_ctx|maximum|max\b|allowed|limit|exceeds?\b|supports"
     rf"|less than|context tokens is)(?:(?!\bby\b|exceeded|requested|\bhas\b|contains)\D)"
     # not "exceeded ... by N" (Ollama), "exceeded: N" or "requested N": the request's own count

@@ -13,7 +13,6 @@ profile to the same effect. What it does not stop is in docs/safety.md (The sand
 import functools
 import os
 import platform
-import re
 import struct
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import config
-from realworld.guards import say
+from realworld.guards import Pattern, say
 from realworld.protected import (
     MAX_CODE,
     MAX_FOLDERS,
@@ -34,7 +33,7 @@ from realworld.protected import (
     own_code,
 )
 
-NETWORK_FAILED = re.compile(
+NETWORK_FAILED = Pattern(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
     r"Name or service not known|Connection refused|No route to host"
 )
