@@ -44,8 +44,10 @@ class Capture:
         """Read what comes within seconds, at most one chunk; whether the output may go on."""
         waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
         waiting.register(pipe, select.POLLIN)
-        if not waiting.poll(max(0.0, seconds) * 1000):  # milliseconds
-            return True
+        return not waiting.poll(max(0.0, seconds) * 1000) or self.read_chunk(pipe)
+
+    def read_chunk(self, pipe) -> bool:
+        """Read one chunk of what pipe holds now (poll() said so); whether the output may go on."""
         chunk = os.read(pipe.fileno(), 65536)
         self.add(self.decoder.decode(chunk, final=not chunk))
         self.ended = not chunk
@@ -187,16 +189,38 @@ else:
 
     def read_while_running(process: subprocess.Popen, output: Capture, timeout: float) -> None:
         """Read the command's output into output as it comes, until the command has ended;
-        subprocess.TimeoutExpired past timeout seconds. No thread: the agent reads it itself,
-        looking every CHECK seconds whether a command that prints nothing has ended."""
+        subprocess.TimeoutExpired past timeout seconds. No thread: the agent waits for the output
+        and, on Linux, for the command's end (a pidfd) at once; elsewhere it looks every CHECK
+        seconds whether a command that prints nothing has ended."""
         deadline = time.monotonic() + timeout
-        while process.poll() is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(process.args, timeout)
-            if not output.read_some(process.stdout, min(left, CHECK)):
-                process.wait(max(0.0, deadline - time.monotonic()))  # its output closed first
-                return
+        ended = end_notice(process)
+        waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
+        waiting.register(process.stdout, select.POLLIN)
+        if ended is not None:
+            waiting.register(ended, select.POLLIN)
+        try:
+            while process.poll() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(process.args, timeout)
+                seconds = left if ended is not None else min(left, CHECK)
+                ready = [fd for fd, _ in waiting.poll(seconds * 1000)]  # milliseconds
+                if process.stdout.fileno() in ready and not output.read_chunk(process.stdout):
+                    if ended is None:  # its output closed first: wait for it as subprocess does
+                        process.wait(max(0.0, deadline - time.monotonic()))
+                        return
+                    waiting.unregister(process.stdout)
+        finally:
+            if ended is not None:
+                os.close(ended)
+
+    def end_notice(process: subprocess.Popen) -> int | None:
+        """A descriptor that poll() finds readable once process has ended (Linux 5.3 and later:
+        os.pidfd_open), or None."""
+        try:
+            return os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            return None
 
     def read_rest(process: subprocess.Popen, output: Capture) -> None:
         """Once the command has ended or been killed: the rest of its output, for KILL_GRACE
