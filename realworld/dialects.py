@@ -1123,6 +1123,8 @@ def recover_tool_calls(
     to see a call rather than have it run, no call written as text runs. Returns (calls, the
     content without them and their markup, what happened); ([], content, []) when there are
     none."""
+    if not any(name in content for name in known):  # a call written as text names its tool
+        return [], content, []
     if keeps_from_running(asked[:10_000]):
         return [], content, []
     rest = split_thinking(content)[1]
