@@ -15,6 +15,7 @@ The openai package is imported inside the functions that use it, so that --help,
 error start without loading it.
 """
 
+import functools
 import hashlib
 import html
 import ipaddress
@@ -291,6 +292,12 @@ class ReplyTooLarge(ValueError):
 def bounded_stream(stream, deadline: float, response, encoding: str):
     """A response body, decoded from gzip or deflate if encoding says so, that raises the SDK's
     APITimeoutError once its deadline has passed and ReplyTooLarge past MAX_REPLY_BYTES."""
+    return bounded_class()(stream, deadline, response, encoding)
+
+
+@functools.cache  # made once, not for every response: the HTTP library is the SDK's
+def bounded_class() -> type:
+    """The class of bounded_stream(): a byte stream of the HTTP library the SDK is built on."""
     import openai
 
     try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
@@ -299,20 +306,25 @@ def bounded_stream(stream, deadline: float, response, encoding: str):
         from httpx import SyncByteStream
 
     class Bounded(SyncByteStream):
+        def __init__(self, stream, deadline: float, response, encoding: str):
+            self.stream, self.deadline = stream, deadline
+            self.response, self.encoding = response, encoding
+
         def __iter__(self):
             size = 0
-            for chunk in decoded(stream, encoding) if encoding else stream:
+            chunks = decoded(self.stream, self.encoding) if self.encoding else self.stream
+            for chunk in chunks:
                 size += len(chunk)
-                if time.monotonic() > deadline:
-                    raise openai.APITimeoutError(request=response.request)
+                if time.monotonic() > self.deadline:
+                    raise openai.APITimeoutError(request=self.response.request)
                 if size > MAX_REPLY_BYTES:
                     raise ReplyTooLarge(f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB")
                 yield chunk
 
         def close(self) -> None:
-            stream.close()
+            self.stream.close()
 
-    return Bounded()
+    return Bounded
 
 
 def decoded(chunks, encoding: str):
