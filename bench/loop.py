@@ -251,7 +251,10 @@ def main() -> None:
     }
     if options.loop_only:
         server.close()
-        print(table({"steps": steps, "pairs": pairs, "machine": machine(), **loop}))
+        figures = {"machine": machine(), "steps": steps, "pairs": pairs, **loop}
+        options.json.parent.mkdir(parents=True, exist_ok=True)
+        options.json.write_text(json.dumps(figures, indent=2))
+        print(f"{table(figures)}\n\nfigures: {options.json}")
         return
     # an answer at once: only the start is timed
     start_agents, start_baselines = alternate(0, start_pairs)
