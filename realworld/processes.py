@@ -125,6 +125,19 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def wait_ended(pids: set[int], seconds: float = KILL_GRACE) -> None:
+    """Reap pids, children of the agent that are ending, waiting at most seconds in all; one still
+    there then is killed."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):  # not the agent's child (any more)
+            while not os.waitpid(pid, os.WNOHANG)[0]:
+                if time.monotonic() > deadline:
+                    kill(pid)
+                    break
+                time.sleep(0.001)
+
+
 def stop_command(process: subprocess.Popen, before: set[int]) -> None:
     """End the command, every process it started, also those that left its process group (setsid),
     and every orphan it left to the agent since it started (those in before were there already)."""
