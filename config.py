@@ -43,11 +43,20 @@ sys.meta_path.insert(
     sys.meta_path.index(importlib.machinery.PathFinder),
     types.SimpleNamespace(find_spec=no_folder_packages_here),
 )
-try:
-    from dotenv import dotenv_values
-# not installed yet: parse_options() says how to install it, in one line
-except ModuleNotFoundError:
-    dotenv_values = None
+
+
+def read_dotenv(path: Path) -> dict:
+    """The variables in the .env file at path. python-dotenv is imported only where there is one
+    (importing it takes milliseconds of every start), and not at all before it is installed:
+    parse_options() says how to install it, in one line."""
+    if not path.is_file():  # as python-dotenv reads none but a file
+        return {}
+    try:
+        from dotenv import dotenv_values
+    except ModuleNotFoundError:
+        return {}
+    return dotenv_values(path, interpolate=False)
+
 
 NAMES = (
     "AGENT_BASE_URL",
@@ -66,11 +75,7 @@ NAMES = (
     "AGENT_CURRENCY",
     "AGENT_BUDGET",
 )
-FILE = {
-    k: v
-    for k, v in (dotenv_values(HERE / ".env", interpolate=False) if dotenv_values else {}).items()
-    if k in NAMES and v is not None
-}
+FILE = {k: v for k, v in read_dotenv(HERE / ".env").items() if k in NAMES and v is not None}
 
 
 def setting(name: str) -> str:

@@ -17,7 +17,6 @@ import re
 import stat
 import subprocess
 import sys
-import threading
 import unicodedata
 import uuid
 from collections.abc import Callable
@@ -127,12 +126,11 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
             process, configuration = sandbox.start(command, workdir, options)
         else:
             process = subprocess.Popen(command, shell=True, **options)
-        reader = threading.Thread(target=output.read_all, args=(process.stdout,), daemon=True)
-        reader.start()
-        process.wait(timeout)
+        # its output read as it comes; TimeoutExpired if it has not ended within timeout
+        processes.read_while_running(process, output, timeout)
     except subprocess.TimeoutExpired:
         processes.stop_command(process, before)
-        reader.join(processes.KILL_GRACE)
+        processes.read_rest(process, output)
         cleaned = sandbox.finish(workdir, configuration) if configuration is not None else ""
         raise ToolError(
             f"timed out after {timeout:g} seconds and was killed; output so far:\n{output.text()}"
@@ -145,7 +143,7 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
             sandbox.finish(workdir, configuration)
         raise
     # a process it started in the background may hold the output open
-    reader.join(processes.KILL_GRACE)
+    processes.read_rest(process, output)
     text = output.text()
     if process.returncode:
         text += f"\n[exit status {process.returncode}]{sandbox.hint(text)}"

@@ -18,11 +18,11 @@ import re
 import sys
 import unicodedata
 
-from realworld.guards import clean_text, shorten, visible
+from realworld.guards import Pattern, clean_text, shorten, visible
 
 # --- Arguments as models write them --------------------------------------------------------------
 
-INFO_STRING = re.compile(r"[\w-]*\s*")  # what may follow the opening ``` of a fence: json
+INFO_STRING = Pattern(r"[\w-]*\s*")  # what may follow the opening ``` of a fence: json
 
 
 def unfenced(text: str) -> str | None:
@@ -108,7 +108,7 @@ def parse_sloppy(text: str) -> tuple[dict | None, str | None]:
 # thought process:" ... "Here is my response:". What wraps the answer after thinking (Hunyuan's
 # <answer>, ERNIE's <response>, Command A's <|START_RESPONSE|>, Apriel's [BEGIN FINAL RESPONSE],
 # Kimi K3's <|open|>response<|sep|>) is never printed.
-THINK_MARK = re.compile(
+THINK_MARK = Pattern(
     r"<\|?/?[\w:|.-]{0,30}?(?:think|thought|reasoning)[\w:|.-]{0,30}?(?:\s[^<>]{0,100})?\|?>"
     r"|\[/?(?:THINK|THOUGHT|REASONING)\]|<\|(?:open|close)\|>think<\|sep\|>|<\|inner_(?:prefix|suffix)\|>"
     r"|<\|channel\|>analysis"
@@ -117,18 +117,18 @@ THINK_MARK = re.compile(
     r"|<\|\w{1,20}>(?:thought|thinking|think|reasoning|analysis)\b|<channel\|>",
     re.I,
 )
-CLOSING = re.compile(r"/|end|close|suffix|^<\w+\|>$", re.I)
-THINK_HEADER = re.compile(
+CLOSING = Pattern(r"/|end|close|suffix|^<\w+\|>$", re.I)
+THINK_HEADER = Pattern(
     r"\s*Here(?: is|'s| are) my (?:thought process|reasoning steps?):\s*(.*?)"
     r"(?:\n\s*(?=Here(?: is|'s) my response:|\[BEGIN FINAL RESPONSE\])|$)",
     re.S | re.I,
 )
-ANSWER_OPEN = re.compile(
+ANSWER_OPEN = Pattern(
     r"\s*(?:<(?:answer|response|final)>|<\|START_RESPONSE\|>|\[BEGIN FINAL RESPONSE\]"
     r"|<\|open\|>response<\|sep\|>|Here(?: is|'s) my response:)\s*",
     re.I,
 )
-ANSWER_CLOSE = re.compile(
+ANSWER_CLOSE = Pattern(
     r"\s*(?:</(?:answer|response|final)>|<\|END_RESPONSE\|>|\[END FINAL RESPONSE\]"
     r"|<\|close\|>response<\|sep\|>)(?:\s|<\|[^|<>\s]{1,30}\|>)*\Z",
     re.I,
@@ -137,15 +137,15 @@ ANSWER_CLOSE = re.compile(
 # (openai/harmony docs/format.md; llama.cpp common/chat-parser.cpp common_chat_parse_gpt_oss). With
 # special tokens stripped (a server that decodes with skip_special_tokens) the words run together:
 # "analysis...assistantfinal...".
-HARMONY_ANALYSIS = re.compile(
+HARMONY_ANALYSIS = Pattern(
     r"\s*(?:<\|start\|>assistant)?<\|channel\|>analysis<\|message\|>(.*?)(?:<\|end\|>|$)", re.S
 )
-HARMONY_FINAL = re.compile(
+HARMONY_FINAL = Pattern(
     r"\s*(?:<\|start\|>assistant)?<\|channel\|>(?:final|commentary)(?: ?<\|constrain\|>\w+)?"
     r"<\|message\|>(.*)",  # its end token is cut off after: (.*?) then an optional one backtracked
     re.S,
 )
-HARMONY_GLUED = re.compile(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
+HARMONY_GLUED = Pattern(r"\s*analysis(.*?)assistant(?:final|(?=commentary to=))(.*)$", re.S)
 
 
 def split_thinking(content: str) -> tuple[str, str]:
@@ -207,7 +207,7 @@ def one_thinking(content: str) -> tuple[str, str]:
 
 
 BLANK = " \t\r\n\ufeff"  # and a byte-order mark
-ANSWER_AFTER_THINKING = re.compile(
+ANSWER_AFTER_THINKING = Pattern(
     r"^[ \t]*(?:\[BEGIN FINAL RESPONSE\]|<\|START_RESPONSE\|>|Here(?: is|'s) my response:)", re.M
 )
 
@@ -281,13 +281,13 @@ TOKEN = (
     r"|function call(?=<\|role_sep)"  # GigaChat 3's (vLLM gigachat3_tool_parser.py)
     r"|\s?to="
 )
-MARKUP = re.compile(rf"(?:{TOKEN}|[\s,;\[\]}}]|```)+")  # after a call: a fence it opened too
-MARKUP_AT_END = re.compile(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
-TOKENS_AT_END = re.compile(rf"(?:{TOKEN}|\s)+\Z")
+MARKUP = Pattern(rf"(?:{TOKEN}|[\s,;\[\]}}]|```)+")  # after a call: a fence it opened too
+MARKUP_AT_END = Pattern(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
+TOKENS_AT_END = Pattern(rf"(?:{TOKEN}|\s)+\Z")
 
 # Between a tool's name and its JSON arguments: DeepSeek's separator and ```json fence, Kimi's
 # :0 and argument token, Mistral's [CALL_ID]id[ARGS], harmony's <|constrain|>json<|message|>.
-GLUE = re.compile(
+GLUE = Pattern(
     rf"(?:\s|:\d+|[\"'`>=]|{TOKEN}|\[CALL_ID\]\w{{0,64}}|json|commentary|```(?:json)?){{0,40}}?"
     r"(?=\{|\"\{)"
 )
@@ -373,7 +373,7 @@ def object_after(text: str, name: re.Match, _wanted=None):
     return arguments, head(text, name), end
 
 
-FENCE_CLOSE = re.compile(r"\s*```")
+FENCE_CLOSE = Pattern(r"\s*```")
 
 
 def head(text: str, name: re.Match) -> int:
@@ -384,17 +384,17 @@ def head(text: str, name: re.Match) -> int:
     return opening if HEAD.fullmatch(between) else name.start()
 
 
-HEAD = re.compile(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
+HEAD = Pattern(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
 
 
 # FunctionGemma's and Gemma 4's {key:<escape>value<escape>, n:42}: keys bare, strings between
 # escape tokens (vLLM functiongemma_tool_parser.py, gemma4_tool_parser.py).
-GEMMA_OBJECT = re.compile(
+GEMMA_OBJECT = Pattern(
     r"\{((?:\s*\w{1,64}:(?:<escape>.*?<escape>|<\|\"\|>.*?<\|\"\|>|\"(?:[^\"\\]|\\.)*\""
     r"|[^,{}<]{0,200})\s*,?)*)\}",
     re.S,
 )
-GEMMA_PAIR = re.compile(
+GEMMA_PAIR = Pattern(
     r"\s*(\w{1,64}):(?:<escape>(.*?)<escape>|<\|\"\|>(.*?)<\|\"\|>|(\"(?:[^\"\\]|\\.)*\")"
     r"|([^,{}<]*))",
     re.S,
@@ -435,7 +435,7 @@ def parameter_pattern(wanted: tuple[str, ...]) -> re.Pattern:
     )
 
 
-TAG_REST = re.compile(r"[\"']?\s*>?(?:\\n|\s|<tool_sep>)*")  # HY-V3 puts <tool_sep> after the name
+TAG_REST = Pattern(r"[\"']?\s*>?(?:\\n|\s|<tool_sep>)*")  # HY-V3 puts <tool_sep> after the name
 
 
 def parameters_after(text: str, name: re.Match, wanted: list[str]):
@@ -480,7 +480,7 @@ def python_call(text: str, name: re.Match, wanted: list[str]):
     return arguments, name.start(), end
 
 
-BRACKETS = re.compile(r"[()\[\]{}\"'\\]")
+BRACKETS = Pattern(r"[()\[\]{}\"'\\]")
 
 
 def closing_paren(text: str, at: int, limit: int = 200_000) -> int | None:
@@ -573,8 +573,8 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 #   no call already made unless the model says it runs it once more, and none at all when the
 #   person asked to see a call, or that nothing run or change (keeps_from_running()).
 # The words each rule reads are in CUES, below.
-LIST_ITEM = re.compile(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
-CODE_TAGS = re.compile(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
+LIST_ITEM = Pattern(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
+CODE_TAGS = Pattern(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
 # --- The words the rules read: one table, every language the project's users write -------------
@@ -933,12 +933,12 @@ ELSEWHERE = {
 }
 
 
-def cue(rule: str) -> re.Pattern:
+def cue(rule: str) -> Pattern:
     """One pattern for a rule, from its column in every row of CUES."""
     spaced = "|".join(CUES[lang][rule] for lang in SPACED)
     other = "|".join([*(CUES[lang][rule] for lang in CUES if lang not in SPACED)])
     other += f"|{ELSEWHERE[rule]}" if rule in ELSEWHERE else ""
-    return re.compile(rf"(?<!\w)(?:{spaced})(?!\w)|{other}", re.I)
+    return Pattern(rf"(?<!\w)(?:{spaced})(?!\w)|{other}", re.I)
 
 
 ANNOUNCES, NEXT, PRESENTS, SHOWS, EXAMPLES, TOPICS, PLANS, DESCRIBES, PAST, AGAIN = (
@@ -957,25 +957,21 @@ ANNOUNCES, NEXT, PRESENTS, SHOWS, EXAMPLES, TOPICS, PLANS, DESCRIBES, PAST, AGAI
     )
 )
 # the action waits on a condition, or the model says it will not take it
-UNSURE = re.compile(f"{cue('condition').pattern}|{cue('negation').pattern}", re.I)
+UNSURE = Pattern(f"{cue('condition').pattern}|{cue('negation').pattern}", re.I)
 # the whole sentence is the word or two, and what follows it is punctuation
-AFFIRMS = re.compile(rf"(?:{'|'.join(row['affirms'] for row in CUES.values())})\W*", re.I)
+AFFIRMS = Pattern(rf"(?:{'|'.join(row['affirms'] for row in CUES.values())})\W*", re.I)
 # a family's name in prose, not in its markup (<minimax:tool_call>)
-ANOTHER = re.compile(
+ANOTHER = Pattern(
     rf"{cue('another').pattern}|(?<![\w<:|/-])(?:{FAMILY_NAMES})(?![\w|>-]|:\w)", re.I
 )
 ASKS_TO_SEE = (cue("call"), cue("see"))
 KEEPS = cue("keep")
 # Structure above a call that makes it part of a document: a heading, a line of bold, an rST
 # directive or literal block
-DOCUMENT_LINE = re.compile(
-    r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$|\.\. [\w-]+::)|.*::\s*$"
-)
+DOCUMENT_LINE = Pattern(r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$|\.\. [\w-]+::)|.*::\s*$")
 # The scripts the rows are written in: a person's message in none of them cannot be read for a
 # veto, so no call written as text runs (fails safe)
-READ_SCRIPTS = re.compile(
-    r"[A-Za-z\u00c0-\u024f\u0400-\u04ff\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]"
-)
+READ_SCRIPTS = Pattern(r"[A-Za-z\u00c0-\u024f\u0400-\u04ff\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def mention(text: str, start: int, end: int, outside, last: bool, after_a_call: bool) -> bool:
@@ -1018,9 +1014,7 @@ def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> b
     )
 
 
-CLOSED = re.compile(
-    r"(?:<\|[^<>|\n]{0,40}end[^<>|\n]{0,40}\|>|</[\w:.-]{1,64}>|<[\w:.-]{1,40}\|>)\Z"
-)
+CLOSED = Pattern(r"(?:<\|[^<>|\n]{0,40}end[^<>|\n]{0,40}\|>|</[\w:.-]{1,64}>|<[\w:.-]{1,40}\|>)\Z")
 
 
 def new_sentence(text: str, end: int) -> bool:
@@ -1055,7 +1049,7 @@ def unannounced(
     )
 
 
-TOKEN_START = re.compile(rf"[ \t]*(?:{TOKEN})")
+TOKEN_START = Pattern(rf"[ \t]*(?:{TOKEN})")
 
 
 def announces(words: str, lenient: bool, after: bool = False) -> bool:
@@ -1097,7 +1091,7 @@ def vetoes(sentence: str, after: bool = False) -> bool:
     )
 
 
-CLAUSE = re.compile(r"[,，;；、]")
+CLAUSE = Pattern(r"[,，;；、]")
 
 
 def main_clause(sentence: str) -> str:
@@ -1166,9 +1160,7 @@ def previous_line(text: str, line_start: int) -> str:
     return before.rsplit("\n", 1)[-1].strip()
 
 
-SENTENCE_BREAK = re.compile(
-    r"[.!?\u2026](?=\s)|[\u3002\uff01\uff1f\u061f\u0964]"
-)  # "a.txt" goes on
+SENTENCE_BREAK = Pattern(r"[.!?\u2026](?=\s)|[\u3002\uff01\uff1f\u061f\u0964]")  # "a.txt" goes on
 
 
 def last_sentence(text: str) -> str:
@@ -1253,6 +1245,8 @@ def recover_tool_calls(
     to see a call rather than have it run, no call written as text runs. Returns (calls, the
     content without them and their markup, what happened); ([], content, []) when there are
     none."""
+    if not any(name in content for name in known):  # a call written as text names its tool
+        return [], content, []
     if keeps_from_running(asked[:10_000]):
         return [], content, []
     rest = split_thinking(content)[1]
@@ -1305,7 +1299,7 @@ def unwrapped(piece: str) -> str:
     return (piece[: len(piece) - len(tail.group())] if tail else piece).strip()
 
 
-TOKEN_RUN = re.compile(rf"(?:{TOKEN}|\s)+")
+TOKEN_RUN = Pattern(rf"(?:{TOKEN}|\s)+")
 
 
 def text_call(name: str, arguments: dict) -> dict:
@@ -1448,7 +1442,7 @@ def outside_code(text: str, calls=()):
     return outside
 
 
-FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)", re.M)
+FENCE_LINE = Pattern(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)", re.M)
 
 
 def fenced_blocks(text: str) -> list[tuple[int, int]]:
@@ -1469,13 +1463,13 @@ def fenced_blocks(text: str) -> list[tuple[int, int]]:
 
 # What a fence's label says when the fence holds a call: Gemma 3's ```tool_code (Google's Gemma
 # function-calling guide, google-gemma/cookbook), and the names chat templates give calls
-CALL_LABEL = re.compile(
+CALL_LABEL = Pattern(
     r"(?:tool|function|func)[_ -]?(?:code|calls?|use|request)|tool|function|call|action", re.I
 )
 
 
 # A fence that opens the reply (it may hold only calls), or one labelled as a call
-CALL_FENCE_OPENING = re.compile(
+CALL_FENCE_OPENING = Pattern(
     rf"\A\s*(?:```|~~~)|^[ \t]{{0,3}}(?:```|~~~)[ \t]*(?:{CALL_LABEL.pattern})[ \t]*$", re.M | re.I
 )
 
@@ -1511,7 +1505,7 @@ def only_payloads(text: str, start: int, end: int, inside: list[tuple]) -> bool:
     return all(LIST_PUNCTUATION.fullmatch(piece) for piece in between)
 
 
-LIST_PUNCTUATION = re.compile(r"[\s,;\[\]]*")
+LIST_PUNCTUATION = Pattern(r"[\s,;\[\]]*")
 
 
 def in_fences(found_units: list[tuple], fences: list[tuple[int, int]]) -> list[tuple]:
@@ -1528,9 +1522,9 @@ def in_fences(found_units: list[tuple], fences: list[tuple[int, int]]) -> list[t
     return joined
 
 
-INLINE_CODE = re.compile(r"`[^`\n]+`")
-NEWLINE = re.compile("\n")
-INDENTED = re.compile(r"    |\t|[ \t]*>(?!>>)")  # a Markdown code block's indent, or a quote
+INLINE_CODE = Pattern(r"`[^`\n]+`")
+NEWLINE = Pattern("\n")
+INDENTED = Pattern(r"    |\t|[ \t]*>(?!>>)")  # a Markdown code block's indent, or a quote
 
 
 def tool_name(name: str, known) -> str:

@@ -8,6 +8,7 @@ with the key blanked out and its length bounded.
 
 import contextlib
 import contextvars
+import functools
 import json
 import re
 import sys
@@ -168,7 +169,24 @@ def too_deep(value, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+class Pattern:
+    """A regular expression compiled the first time it is used, not at import: a run that never
+    meets a dialect's markup never pays for its pattern, and `agent.py --help` starts fast.
+    pattern and flags are re.compile()'s; search, sub, finditer and the rest are the compiled
+    pattern's."""
+
+    def __init__(self, pattern: str, flags: int = 0):
+        self.pattern, self.flags = pattern, flags
+
+    @functools.cached_property
+    def compiled(self) -> re.Pattern:
+        return re.compile(self.pattern, self.flags)
+
+    def __getattr__(self, name: str):
+        return getattr(self.compiled, name)
+
+
+JSON_STRING = Pattern(r'"(?:[^"\\]|\\.)*"')
 
 
 def nested_deeper(text: str, limit: int = MAX_DEPTH) -> bool:

@@ -9,14 +9,18 @@ import codecs
 import contextlib
 import functools
 import os
+import select
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from realworld.guards import credentials, joined
 
 KILL_GRACE = 5  # seconds to collect the output of a killed command
+CHECK = 0.05  # seconds between two looks at whether a command that prints nothing has ended
 SECRET_NAMES = ("AGENT_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY")
 
 
@@ -26,6 +30,7 @@ class Capture:
 
     def __init__(self, limit: int):
         self.limit, self.head, self.tail, self.count = limit, "", "", 0
+        self.ended, self.reader = False, None  # the end of the output read; a thread reading it
         # output may be in any encoding
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -33,6 +38,20 @@ class Capture:
         for chunk in iter(lambda: pipe.read1(65536), b""):
             self.add(self.decoder.decode(chunk))
         self.add(self.decoder.decode(b"", final=True))
+        self.ended = True
+
+    def read_some(self, pipe, seconds: float) -> bool:
+        """Read what comes within seconds, at most one chunk; whether the output may go on."""
+        waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
+        waiting.register(pipe, select.POLLIN)
+        return not waiting.poll(max(0.0, seconds) * 1000) or self.read_chunk(pipe)
+
+    def read_chunk(self, pipe) -> bool:
+        """Read one chunk of what pipe holds now (poll() said so); whether the output may go on."""
+        chunk = os.read(pipe.fileno(), 65536)
+        self.add(self.decoder.decode(chunk, final=not chunk))
+        self.ended = not chunk
+        return bool(chunk)
 
     def add(self, text: str) -> None:
         self.count += len(text)
@@ -106,6 +125,19 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def wait_ended(pids: set[int], seconds: float = KILL_GRACE) -> None:
+    """Reap pids, children of the agent that are ending, waiting at most seconds in all; one still
+    there then is killed."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):  # not the agent's child (any more)
+            while not os.waitpid(pid, os.WNOHANG)[0]:
+                if time.monotonic() > deadline:
+                    kill(pid)
+                    break
+                time.sleep(0.001)
+
+
 def stop_command(process: subprocess.Popen, before: set[int]) -> None:
     """End the command, every process it started, also those that left its process group (setsid),
     and every orphan it left to the agent since it started (those in before were there already)."""
@@ -147,12 +179,73 @@ def kill(pid: int) -> None:
 if os.name == "nt":
     NEW_PROCESS_GROUP = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
 
+    def read_while_running(process: subprocess.Popen, output: Capture, timeout: float) -> None:
+        """Read the command's output into output as it comes, by a thread (select() takes no
+        pipes on Windows), until the command has ended; subprocess.TimeoutExpired past timeout
+        seconds."""
+        output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
+        output.reader.daemon = True
+        output.reader.start()
+        process.wait(timeout)
+
+    def read_rest(process: subprocess.Popen, output: Capture) -> None:
+        """Once the command has ended or been killed: the rest of its output, for KILL_GRACE
+        seconds at most (a process it started in the background may hold the output open)."""
+        output.reader.join(KILL_GRACE)
+
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started (Windows has no killpg)."""
         subprocess.run(["taskkill", "/F", "/T", "/PID", str(process.pid)], capture_output=True)
 
 else:
     NEW_PROCESS_GROUP = {"start_new_session": True}
+
+    def read_while_running(process: subprocess.Popen, output: Capture, timeout: float) -> None:
+        """Read the command's output into output as it comes, until the command has ended;
+        subprocess.TimeoutExpired past timeout seconds. No thread: the agent waits for the output
+        and, on Linux, for the command's end (a pidfd) at once; elsewhere it looks every CHECK
+        seconds whether a command that prints nothing has ended."""
+        deadline = time.monotonic() + timeout
+        ended = end_notice(process)
+        waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
+        waiting.register(process.stdout, select.POLLIN)
+        if ended is not None:
+            waiting.register(ended, select.POLLIN)
+        try:
+            while process.poll() is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(process.args, timeout)
+                seconds = left if ended is not None else min(left, CHECK)
+                ready = [fd for fd, _ in waiting.poll(seconds * 1000)]  # milliseconds
+                if process.stdout.fileno() in ready and not output.read_chunk(process.stdout):
+                    if ended is None:  # its output closed first: wait for it as subprocess does
+                        process.wait(max(0.0, deadline - time.monotonic()))
+                        return
+                    waiting.unregister(process.stdout)
+        finally:
+            if ended is not None:
+                os.close(ended)
+
+    def end_notice(process: subprocess.Popen) -> int | None:
+        """A descriptor that poll() finds readable once process has ended (Linux 5.3 and later:
+        os.pidfd_open), or None."""
+        try:
+            return os.pidfd_open(process.pid)
+        except (AttributeError, OSError):
+            return None
+
+    def read_rest(process: subprocess.Popen, output: Capture) -> None:
+        """Once the command has ended or been killed: the rest of its output, for KILL_GRACE
+        seconds at most. A process it started in the background may hold the output open: a
+        thread then reads on, so that it never waits on a full pipe."""
+        deadline = time.monotonic() + KILL_GRACE
+        while not output.ended and time.monotonic() < deadline:
+            output.read_some(process.stdout, deadline - time.monotonic())
+        if not output.ended:
+            output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
+            output.reader.daemon = True
+            output.reader.start()
 
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started: its whole process group."""

@@ -15,6 +15,7 @@ The openai package is imported inside the functions that use it, so that --help,
 error start without loading it.
 """
 
+import functools
 import hashlib
 import html
 import ipaddress
@@ -30,6 +31,7 @@ import config
 from realworld import dialects
 from realworld.guards import (
     MAX_DEPTH,
+    Pattern,
     clean_text,
     hide_secrets,
     say,
@@ -290,6 +292,12 @@ class ReplyTooLarge(ValueError):
 def bounded_stream(stream, deadline: float, response, encoding: str):
     """A response body, decoded from gzip or deflate if encoding says so, that raises the SDK's
     APITimeoutError once its deadline has passed and ReplyTooLarge past MAX_REPLY_BYTES."""
+    return bounded_class()(stream, deadline, response, encoding)
+
+
+@functools.cache  # made once, not for every response: the HTTP library is the SDK's
+def bounded_class() -> type:
+    """The class of bounded_stream(): a byte stream of the HTTP library the SDK is built on."""
     import openai
 
     try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
@@ -298,20 +306,25 @@ def bounded_stream(stream, deadline: float, response, encoding: str):
         from httpx import SyncByteStream
 
     class Bounded(SyncByteStream):
+        def __init__(self, stream, deadline: float, response, encoding: str):
+            self.stream, self.deadline = stream, deadline
+            self.response, self.encoding = response, encoding
+
         def __iter__(self):
             size = 0
-            for chunk in decoded(stream, encoding) if encoding else stream:
+            chunks = decoded(self.stream, self.encoding) if self.encoding else self.stream
+            for chunk in chunks:
                 size += len(chunk)
-                if time.monotonic() > deadline:
-                    raise openai.APITimeoutError(request=response.request)
+                if time.monotonic() > self.deadline:
+                    raise openai.APITimeoutError(request=self.response.request)
                 if size > MAX_REPLY_BYTES:
                     raise ReplyTooLarge(f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB")
                 yield chunk
 
         def close(self) -> None:
-            stream.close()
+            self.stream.close()
 
-    return Bounded()
+    return Bounded
 
 
 def decoded(chunks, encoding: str):
@@ -637,13 +650,25 @@ def quoted_texts(messages: list[dict]) -> list[str]:
     call written again as text is a recap, never run twice), with the texts compaction put a
     placeholder or a summary in the place of (compaction.Compacted): a call once read in a tool
     result, or made, stays a repeat after compaction."""
-    texts = []
+    texts, kept = [], {}
     for message in messages:
-        content = message.get("content")
+        content, calls = message.get("content"), message.get("tool_calls") or []
         if message.get("role") in ("user", "tool") and isinstance(content, str):
             texts += [content, *getattr(content, "replaced", ())]
-        texts += [made(call) for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+        before = MADE.get(id(message))
+        if before and before[0] is message and before[1] == calls:  # is, then ==, call by call
+            kept[id(message)] = before
+        else:
+            kept[id(message)] = (message, calls, [made(c) for c in calls if isinstance(c, dict)])
+        texts += kept[id(message)][2]
+    MADE.clear()  # only the messages of this reading are kept
+    MADE.update(kept)
     return texts
+
+
+# The calls of each message of the last reading, by id(), as made() writes them: (message, its
+# calls, their payloads). Each request reads every call before it again; a call is written once.
+MADE = {}
 
 
 def made(call: dict) -> str:
@@ -746,12 +771,35 @@ IMAGE_BYTES = 3 * 1_500  # an image part: OpenAI counts a high-detail 1024x1024 
 def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
     """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
     size = nbytes(json.dumps(tools or [], ensure_ascii=False))
+    counted = {}
     for message in messages:
-        size += content_size(message.get("content")) + PER_MESSAGE * BYTES_PER_TOKEN
-        size += nbytes(str(message.get("reasoning_content") or ""))  # sent back (DeepSeek)
-        for call in message.get("tool_calls") or []:
-            size += nbytes(json.dumps(call, ensure_ascii=False))
+        content, calls = message.get("content"), message.get("tool_calls")
+        parts = (content, message.get("reasoning_content"), calls)
+        before = COUNTED.get(id(message))
+        if before and before[0] is message and before[1] == parts:  # is, then ==, part by part
+            counted[id(message)] = before
+        else:
+            counted[id(message)] = (message, parts, message_size(*parts))
+        size += counted[id(message)][2]
+    COUNTED.clear()  # only the messages of this estimate are kept
+    COUNTED.update(counted)
     return size // BYTES_PER_TOKEN
+
+
+# The bytes of each message of the last estimate, by id(): (message, its content, reasoning and
+# calls, bytes). A request is estimated before it is sent and counted again after, and each
+# request extends the one before, so all but the new messages were counted before. A message
+# compaction changed holds another content, or is another message: it is counted again.
+COUNTED = {}
+
+
+def message_size(content, reasoning, calls) -> int:
+    """The bytes one message counts for: its content, its reasoning sent back (DeepSeek), its
+    calls, and what a chat template adds around it."""
+    size = content_size(content) + PER_MESSAGE * BYTES_PER_TOKEN + nbytes(str(reasoning or ""))
+    for call in calls or []:
+        size += nbytes(json.dumps(call, ensure_ascii=False))
+    return size
 
 
 def nbytes(text: str) -> int:
@@ -896,7 +944,7 @@ def money(amount: float, currency: str = "") -> str:
 
 # --- Errors: one or two lines the person can act on ----------------------------------------------
 
-CONTEXT_FULL = re.compile(
+CONTEXT_FULL = Pattern(
     r"context[ _]?length|context[ _]?window|context size|context limit|too many tokens"
     r"|prompt (?:is )?too long|prompt_too_long|input is too long"
     r"|max(?:imum)? (?:model|prompt|input) length"
@@ -914,8 +962,8 @@ CONTEXT_FULL = re.compile(
 COUNT = r"(\d{1,3}(?:[,_ \u202f\u00a0]\d{3})+(?!\d)|\d{3,}(?!\d))"
 # What follows the request's own count, never a window's: "9000 tokens requested".
 ASKED = r"(?!\s*(?:tokens?\s+)?(?:requested|received|given|were|in the|resulted))"
-COMPARED = re.compile(rf"(?:>|<=|≤)\s*{COUNT}(?![\d,]*\s*-)")
-WINDOW = re.compile(
+COMPARED = Pattern(rf"(?:>|<=|≤)\s*{COUNT}(?![\d,]*\s*-)")
+WINDOW = Pattern(
     rf"(?:context (?:length|window|size)|n_ctx|maximum|max\b|allowed|limit|exceeds?\b|supports"
     rf"|less than|context tokens is)(?:(?!\bby\b|exceeded|requested|\bhas\b|contains)\D)"
     # not "exceeded ... by N" (Ollama), "exceeded: N" or "requested N": the request's own count

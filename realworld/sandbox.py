@@ -13,7 +13,6 @@ profile to the same effect. What it does not stop is in docs/safety.md (The sand
 import functools
 import os
 import platform
-import re
 import struct
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 import config
-from realworld.guards import say
+from realworld import processes
+from realworld.guards import Pattern, say
 from realworld.protected import (
     MAX_CODE,
     MAX_FOLDERS,
@@ -34,7 +34,7 @@ from realworld.protected import (
     own_code,
 )
 
-NETWORK_FAILED = re.compile(
+NETWORK_FAILED = Pattern(
     r"Network is unreachable|Temporary failure in name resolution|Could not resolve host|"
     r"Name or service not known|Connection refused|No route to host"
 )
@@ -48,6 +48,7 @@ def start(
     not workdir (problem() tries the sandbox in an empty folder)."""
     root = Path(workdir).resolve()
     before = record(root)
+    before["children"] = processes.children(os.getpid())  # for finish()
     if not before["complete"]:
         raise PermissionError(
             f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list), "
@@ -149,6 +150,9 @@ def finish(workdir: Path, before: dict) -> str:
     stays; what the command only moved of the person's configuration stays where it went, and is
     said. Nothing is deleted, and no path the command wrote (hooksPath, a gitdir: file, a link) is
     followed."""
+    # bubblewrap exits as soon as the command has, while the kernel still ends the sandbox's other
+    # processes: its first one, left to the agent, ends last. Once reaped, none is left.
+    processes.wait_ended(processes.children(os.getpid()) - before.get("children", set()))
     root = Path(workdir).resolve()
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
     code = identities(own_code(root)[0])  # what is code now; a file that is not code is not judged
