@@ -116,14 +116,27 @@ def price(name: str, what: str = "a price per million tokens") -> float | None:
     raw = setting(name).strip()
     if not raw:
         return None
+    value = money_amount(raw)
+    if value is None:
+        BAD.append(f"{name}={raw!r} must be {what}: a number of at least 0")
+    return value
+
+
+def money_amount(text: str) -> float | None:
+    """text as an amount of money or a price: a number of at least 0; None if it is none."""
     try:
-        value = float(raw)
+        value = float(text)
     except ValueError:
-        value = -1.0
-    if 0 <= value < float("inf"):
-        return value
-    BAD.append(f"{name}={raw!r} must be {what}: a number of at least 0")
-    return None
+        return None
+    return value if 0 <= value < float("inf") else None
+
+
+def no_price_for(model: str) -> str:
+    """Why a budget cannot be kept for model: one line, with the settings that give a price."""
+    return (
+        f"a budget needs a price, and none is known for the model {model!r}: give "
+        "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT (--price-input, --price-output)"
+    )
 
 
 BASE_URL = setting("AGENT_BASE_URL") or "https://api.deepseek.com"
@@ -395,20 +408,14 @@ def prices_problem(model: str, budget: float | None) -> str | None:
             "AGENT_PRICE_OUTPUT: give those too (the built-in prices are DeepSeek's, in USD)"
         )
     if budget is not None and prices(model) is None:
-        return (
-            f"a budget needs a price, and none is known for the model {model!r}: give "
-            "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT (--price-input, --price-output)"
-        )
+        return no_price_for(model)
     return None
 
 
 def amount(text: str) -> float:
     """argparse type: a price or a budget, a number of at least 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
+    value = money_amount(text)
+    if value is None:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of at least 0")
     return value
 

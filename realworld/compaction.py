@@ -175,11 +175,14 @@ def can_make_room(messages: list[dict]) -> bool:
     summarise, or a long tool result not yet a placeholder. A task too long on its own has not."""
     first = start_of(messages)
     earlier = messages[first : current_turn(messages)]
-    return not nothing_to_summarize(earlier) or any(
-        m["role"] == "tool"
-        and len(m.get("content") or "") > KEEP
-        and not is_placeholder(m.get("content") or "")
-        for m in messages[first:]
+    return (
+        not nothing_to_summarize(earlier)
+        or any(  # stages 1 and 3: up to the last reply
+            m["role"] == "tool"
+            and len(m.get("content") or "") > KEEP
+            and not is_placeholder(m.get("content") or "")
+            for m in messages[first : last_reply(messages)]
+        )
     )
 
 

@@ -579,7 +579,7 @@ COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
 # --- The words the rules read: one table, every language the project's users write -------------
 # Each rule that reads words takes them from CUES, a row per language and a column per rule;
-# tests/test_text_calls.py checks every rule in every language. What no row recognises is text:
+# tests/test_who_acts.py checks every rule in every language. What no row recognises is text:
 # a language missing from the table fails safe (no announcement is read, so nothing runs).
 # Entries are regular expressions. Rows of languages written with spaces are matched as whole
 # words (\b on both sides); Chinese, Japanese and Korean rows are matched anywhere.
@@ -656,13 +656,17 @@ CUES = {
         r"(?:i|we)(?:'ll| will) never|not (?:run|execute|write|call) (?:it|this|that)",
         "again": r"again|once more|re-?run|one more time|"
         r"to (?:verify|confirm|check|make sure|ensure)",
-        "call": r"tool[ _-]?calls?|json for|\w+_\w+ calls?|"
-        r"(?:the|a|your) call (?:you|you'd|you would|you'll|you will)",
+        # the tool's call, not one in the person's code ("every function call in config.py",
+        # "the call to parse()")
+        "call": r"tool[ _-]?calls?|json for|\w+_\w+ calls?|function[ _-]?calls?(?! in\b)|"
+        r"(?:the|a|your) call(?! to \w+\()",
         "see": r"show|look like|looks like|example|give me|write out",
         # the whole object: "anything", "it", "any commands", then the clause ends ("anything
         # else", "anything in /etc", "anything destructive" is a narrow ask)
         "keep": r"(?:don't|do not|never) (?:change|modify|touch|write|edit|alter) (?:anything|any "
-        r"files?|a thing)(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b))|change nothing|"
+        r"files?|a thing)(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b|please\b))|"
+        r"change nothing|do(?:n't| not) make any changes|dont (?:run|change|modify|touch)|"
+        r"(?:don't|do not) run (?:any )?commands|read-only|"
         r"touch nothing|without (?:changing|touching|writing|running) anything|without (?:running|"
         r"executing) it|(?:don't|do not|never) (?:actually )?(?:run|execute) (?:it|this|that|"
         r"anything|any (?:commands?|tools?|calls?))(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b))|"
@@ -691,11 +695,11 @@ CUES = {
         r"可以吗|好吗|是否",
         "negation": r"我不会|我不|不会(?:运行|执行|写)|我没有|不打算",
         "again": r"再|重新|验证|确认一下|确保",
-        "call": r"工具调用|调用(?:是什么样|长什么样|怎么写|的格式)|"
-        r"(?:你|您)(?:会|要)?(?:做|用)?的调用",
+        "call": r"调用",
         "see": r"什么样|怎么写|格式|示例|例子|显示|给我看|只显示|不要执行|别执行",
         "keep": r"(?:不要|别|请勿|勿)(?:修改|改动|改|动|运行|执行)任何(?:东西|文件|内容|事|地方|"
-        r"代码|命令)?(?![\u4e00-\u9fff])|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?"
+        r"代码|命令)?(?![\u4e00-\u9fff])|(?:不要|别)(?:运行|执行|修改)(?=[，。,.！!]|$)|"
+        r"(?:不要|别)(?:运行|执行)这个命令|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?"
         r"(?![\u4e00-\u9fff])|不(?:要)?做任何(?:修改|改动)|(?:不要|别)(?:运行|执行)(?:它|这个)"
         r"(?![\u4e00-\u9fff])|只(?:给我)?(?:方案|计划|解释|说明)",
     },

@@ -183,6 +183,8 @@ class Pattern:
         return re.compile(self.pattern, self.flags)
 
     def __getattr__(self, name: str):
+        if name.startswith("__") or "pattern" not in self.__dict__:  # copy, pickle: not a pattern's
+            raise AttributeError(name)
         return getattr(self.compiled, name)
 
 

@@ -182,7 +182,7 @@ def tokens_of(request: Request) -> dict:
     return drawable(replies.count_tokens(request.reply.get("usage")))
 
 
-def cost_of(request: Request) -> dict | None:
+def recorded_cost(request: Request) -> dict | None:
     """What a request's reply cost, as its transcript records it; None where it records no price
     (or something else)."""
     cost = request.reply.get("cost")
@@ -216,7 +216,7 @@ def step(request: Request, before: Request | None, nested: dict, ends: dict, own
     message, reply = request.reply["message"], request.reply
     new = new_messages(request, before)
     tokens = tokens_of(request)
-    ms = amount(reply.get("latency_ms"))
+    ms = whole(reply.get("latency_ms"))
     thinking, text = dialects.split_thinking(message.get("content") or "")
     reasoning = dialects.reasoning_of(message) or thinking
     offered = runs.names(request.tools) if request.tools is not None else None
@@ -229,7 +229,7 @@ def step(request: Request, before: Request | None, nested: dict, ends: dict, own
         f"({', '.join(escape(m.get('role', '?')) for m in new)})"
         + (f"; tools: {escape(', '.join(offered) or 'none')}" if offered is not None else "")
         + f"; reply: {escape(reply.get('finish_reason') or '?')}; "
-        f"{escape(replies.describe_tokens(tokens, cost_of(request)))}"
+        f"{escape(replies.describe_tokens(tokens, recorded_cost(request)))}"
         f"{f'; {ms} ms' if ms else ''}</p>",
     ]
     if reasoning.strip():
@@ -289,11 +289,11 @@ def inner(under: str, nested: dict, ends: dict) -> str:
 def drawable(tokens: dict) -> dict:
     """Token counts a chart can draw: whole numbers from 0 to a trillion, no more cached than
     prompt tokens (a transcript written by hand may hold anything)."""
-    prompt, cached, completion = (amount(tokens[k]) for k in ("prompt", "cached", "completion"))
+    prompt, cached, completion = (whole(tokens[k]) for k in ("prompt", "cached", "completion"))
     return {"prompt": prompt, "cached": min(cached, prompt), "completion": completion}
 
 
-def amount(value) -> int:
+def whole(value) -> int:
     """A count or a time as a chart draws it: 0 for anything but a finite number from 0 up."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
@@ -479,7 +479,7 @@ def chart(requests: list[Request]) -> str:
     """Tokens per request, every one (a helper's and a summary's too), as stacked bars (prompt not
     cached, cached, completion), the running total as a line, drawn as inline SVG."""
     steps = [
-        {"tokens": tokens_of(r), "latency": amount(r.reply.get("latency_ms")), "name": named(r)}
+        {"tokens": tokens_of(r), "latency": whole(r.reply.get("latency_ms")), "name": named(r)}
         for r in requests
     ]
     if not steps:
@@ -613,7 +613,7 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
     elif kind == "assistant/message":
         message = event["message"]
         yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"
-        if cost := cost_of(request):
+        if cost := recorded_cost(request):
             yield f"  cost: {replies.describe_cost(cost)}"
         thinking, text = dialects.split_thinking(message.get("content") or "")
         reasoning = dialects.reasoning_of(message) or thinking

@@ -134,6 +134,7 @@ def wait_ended(pids: set[int], seconds: float = KILL_GRACE) -> None:
             while not os.waitpid(pid, os.WNOHANG)[0]:
                 if time.monotonic() > deadline:
                     kill(pid)
+                    os.waitpid(pid, 0)  # killed: it ends at once, and leaves no zombie
                     break
                 time.sleep(0.001)
 

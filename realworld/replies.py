@@ -171,10 +171,7 @@ class Client:
             return
         prices = config.prices(model)
         if prices is None:
-            raise BudgetSpent(
-                f"a budget needs a price, and none is known for the model {model!r}: give "
-                "AGENT_PRICE_INPUT and AGENT_PRICE_OUTPUT"
-            )
+            raise BudgetSpent(config.no_price_for(model))
         spent = sum(cost["amount"] for cost in self.costs if cost)
         if spent >= self.budget:
             raise BudgetSpent(
@@ -646,29 +643,35 @@ def quotable(messages: list[dict]) -> tuple[list[str], str]:
 
 
 def quoted_texts(messages: list[dict]) -> list[str]:
-    """What the person wrote and the tools returned in messages, and the calls made in them (a
-    call written again as text is a recap, never run twice), with the texts compaction put a
-    placeholder or a summary in the place of (compaction.Compacted): a call once read in a tool
-    result, or made, stays a repeat after compaction."""
-    texts, kept = [], {}
+    """What the person wrote and the tools returned in messages, and the calls made in them since
+    the last that changed anything (written again as text, one is a recap, never run twice), with
+    the texts compaction put a placeholder or a summary in the place of (compaction.Compacted): a
+    call once read in a tool result, or made, stays a repeat after compaction."""
+    texts = []
     for message in messages:
-        content, calls = message.get("content"), message.get("tool_calls") or []
+        content = message.get("content")
         if message.get("role") in ("user", "tool") and isinstance(content, str):
             texts += [content, *getattr(content, "replaced", ())]
-        before = MADE.get(id(message))
-        if before and before[0] is message and before[1] == calls:  # is, then ==, call by call
-            kept[id(message)] = before
-        else:
-            kept[id(message)] = (message, calls, [made(c) for c in calls if isinstance(c, dict)])
-        texts += kept[id(message)][2]
-    MADE.clear()  # only the messages of this reading are kept
-    MADE.update(kept)
-    return texts
+    calls = [call for made in remembered(MADE, messages, calls_made) for call in made]
+    # written again, a call is a recap while nothing has changed since it; after a write or a
+    # command, the same call (the tests run after a fix) is a step of its own
+    since = max((i for i, (name, _text) in enumerate(calls) if name not in READ_ONLY), default=0)
+    return texts + [text for _name, text in calls[since:]]
 
 
-# The calls of each message of the last reading, by id(), as made() writes them: (message, its
-# calls, their payloads). Each request reads every call before it again; a call is written once.
+# The calls of each message of the last reading, as made() writes them: each request reads every
+# call before it again (remembered())
 MADE = {}
+READ_ONLY = {"read_file"}  # the tools whose call changes nothing
+
+
+def calls_made(message: dict) -> list[tuple]:
+    """A message's calls: (name, what made() writes)."""
+    calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    return [
+        (c["function"].get("name") if isinstance(c.get("function"), dict) else None, made(c))
+        for c in calls
+    ]
 
 
 def made(call: dict) -> str:
@@ -771,33 +774,51 @@ IMAGE_BYTES = 3 * 1_500  # an image part: OpenAI counts a high-detail 1024x1024 
 def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
     """The tokens a request of messages (and tools) takes, estimated from its size in bytes."""
     size = nbytes(json.dumps(tools or [], ensure_ascii=False))
-    counted = {}
-    for message in messages:
-        content, calls = message.get("content"), message.get("tool_calls")
-        parts = (content, message.get("reasoning_content"), calls)
-        before = COUNTED.get(id(message))
-        if before and before[0] is message and before[1] == parts:  # is, then ==, part by part
-            counted[id(message)] = before
-        else:
-            counted[id(message)] = (message, parts, message_size(*parts))
-        size += counted[id(message)][2]
-    COUNTED.clear()  # only the messages of this estimate are kept
-    COUNTED.update(counted)
-    return size // BYTES_PER_TOKEN
+    return (size + sum(remembered(COUNTED, messages, message_size))) // BYTES_PER_TOKEN
 
 
-# The bytes of each message of the last estimate, by id(): (message, its content, reasoning and
-# calls, bytes). A request is estimated before it is sent and counted again after, and each
-# request extends the one before, so all but the new messages were counted before. A message
-# compaction changed holds another content, or is another message: it is counted again.
+# The bytes of each message of the last estimate: a request is estimated before it is sent and
+# counted again after, and each request extends the one before (remembered())
 COUNTED = {}
 
 
-def message_size(content, reasoning, calls) -> int:
+def remembered(cache: dict, messages: list[dict], work) -> list:
+    """work(message) for each message, remembered by id() while the message holds the same
+    content, reasoning and calls (snapshot()): each request extends the one before, so only the
+    new messages are worked out again. A message compaction replaced, or one changed in place (at
+    a Python prompt), is worked out again. The cache keeps this call's messages only."""
+    kept = {}
+    for message in messages:
+        key, before = snapshot(message), cache.get(id(message))
+        fresh = before and before[0] is message and before[1] == key  # is, then == part by part
+        kept[id(message)] = before if fresh else (message, key, work(message))
+    cache.clear()
+    cache.update(kept)
+    return [kept[id(message)][2] for message in messages]
+
+
+def snapshot(message: dict) -> tuple:
+    """What a message's size and calls are made of, as values a change in place does not share."""
+    content = message.get("content")
+    calls = message.get("tool_calls") or []
+    return (
+        content if isinstance(content, str) else repr(content),
+        message.get("reasoning_content"),
+        tuple(
+            (c.get("id"), *(c["function"].get(k) for k in ("name", "arguments")))
+            if isinstance(c, dict) and isinstance(c.get("function"), dict)
+            else repr(c)
+            for c in calls
+        ),
+    )
+
+
+def message_size(message: dict) -> int:
     """The bytes one message counts for: its content, its reasoning sent back (DeepSeek), its
     calls, and what a chat template adds around it."""
+    content, reasoning = message.get("content"), message.get("reasoning_content")
     size = content_size(content) + PER_MESSAGE * BYTES_PER_TOKEN + nbytes(str(reasoning or ""))
-    for call in calls or []:
+    for call in message.get("tool_calls") or []:
         size += nbytes(json.dumps(call, ensure_ascii=False))
     return size
 

@@ -464,7 +464,8 @@ def test_a_recap_of_a_command_already_run_does_not_run_it_again(loop, server):
         reply(tool_calls=[call("run_shell", {"command": "echo one >> log.txt"})]),
         reply(f"Done. First I ran:\n{recap}</tool_call>"),  # named: a past action
         reply(tool_calls=[call("run_shell", {"command": "echo two >> log.txt"})]),
-        reply(f"Sure.\n{recap}</tool_call>"),  # no word says it is past: the repeat alone does
+        # no word says it is past: the repeat alone does, nothing having changed since
+        reply(f"Sure.\n{recap.replace('one', 'two')}</tool_call>"),
     )
     messages = [{"role": "system", "content": agent_module.SYSTEM_PROMPT}]
     assert loop("append one line", messages, yes=True).status == "answered"
@@ -820,3 +821,48 @@ def test_a_narrow_ask_in_any_language_vetoes_nothing(asked):
 @pytest.mark.parametrize("text", OFFERS)
 def test_a_call_offered_for_review_is_not_run(text):
     assert recovered(text) == []
+
+
+def test_the_same_call_after_a_change_is_a_step_of_its_own(loop, server):
+    # the tests run, a fix written, the tests run again: the most common loop, with no "again"
+    tests = '<tool_call>{"name": "run_shell", "arguments": {"command": "echo ran >> runs.txt"}}'
+    server.add(
+        reply(tool_calls=[call("run_shell", {"command": "echo ran >> runs.txt"})]),
+        reply(tool_calls=[call("write_file", {"path": "fix.py", "content": "x = 1\n"})]),
+        reply(f"Now let me run the tests:\n{tests}</tool_call>"),
+        reply("Fixed."),
+    )
+    assert loop("fix it", yes=True).status == "answered"
+    assert (loop.workdir / "runs.txt").read_text() == "ran\nran\n"
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "What would the function call look like?",
+        "what does the call look like",
+        "只显示调用",
+        "显示调用",
+        "只给我调用的例子",
+        "Read-only: don't modify anything please",
+        "do not make any changes",
+        "don't run commands",
+        "dont run it",
+        "不要运行",
+        "别执行这个命令",
+        "不要修改",
+    ],
+)
+def test_a_reviewers_vetoes_hold(asked):
+    assert dialects.keeps_from_running(asked)
+
+
+def test_a_message_changed_in_place_is_counted_again():
+    # a learner edits messages at a Python prompt: the size estimate and the calls made follow
+    messages = [
+        {"role": "assistant", "content": "", "tool_calls": [call("read_file", {"path": "a"})]}
+    ]
+    before = replies.estimate(messages)
+    messages[0]["tool_calls"][0]["function"]["arguments"] = json.dumps({"path": "a" * 3000})
+    assert replies.estimate(messages) > before + 900
+    assert "a" * 3000 in "".join(replies.quoted_texts(messages))
