@@ -286,7 +286,7 @@ def parse_options(
     parser = argparse.ArgumentParser(
         prog=prog,
         description=f"A minimal agent: a model, {offered} and a loop.",
-        epilog=HELP_EPILOG,
+        epilog=HELP_EPILOG.replace("python agent.py", f"python {prog}"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument

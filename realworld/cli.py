@@ -218,7 +218,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
             f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless "
             "the network is yours"
         )
-    status, going_on = 0, approvals is not None
+    status, going_on, spent_out = 0, approvals is not None, False
     # going on from a pause: that turn first, the task (if any) after its open calls
     todo = [task or None] if task or going_on else tasks()
     if replay and not options.task:  # every task it recorded, one after another
@@ -232,6 +232,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         approvals = None
         status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
         if outcome and outcome.status == "budget":  # spent for the session: no later task runs
+            spent_out = True
             break
         if outcome and outcome.status == "paused":
             waiting = pauses.waiting(messages)
@@ -254,7 +255,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens), spent)}")
     if replay:
         replay.report(transcript)
-    return status if task or going_on else 0  # typed tasks: the session ended as asked
+    # typed tasks: the session ended as asked, but where the budget ended it
+    return status if task or going_on or spent_out else 0
 
 
 def resumed(program: Program, recorded: list[dict], settings: dict, transcript):

@@ -137,6 +137,12 @@ def title(events: list[dict]) -> str:
     return f"mini-agent: {task[:80]}" if task else "mini-agent transcript"
 
 
+def whose(every: list) -> str:
+    """Who the requests not the run's own were made for: its helpers, its summaries, or both."""
+    kinds = {"summaries" if runs.is_summary(r.under) else "helpers" for r in every if r.under}
+    return "its " + " and ".join(sorted(kinds, reverse=True)) if kinds else "its helpers"
+
+
 def header(events: list[dict], system_prompt: str, own: list[Request], every: list) -> str:
     """What the run was: model, server, workspace, the lesson's note, a system prompt that is not
     the agent's own, the totals (of every request, a helper's and a summary's too); and the
@@ -149,7 +155,7 @@ def header(events: list[dict], system_prompt: str, own: list[Request], every: li
     parts.append(
         f"<p class=meta>{escape(start.get('model', '?'))} at {escape(start.get('base_url', '?'))}"
         f", working in {escape(start.get('workspace', '?'))}; {plural(len(own), 'request')}"
-        + (f" of its own and {others} of its helpers and summaries" if others else "")
+        + (f" of its own and {others} of {whose(every)}" if others else "")
         + f"; {escape(replies.describe_tokens(replies.total_tokens(used), spent))}</p>"
     )
     if start.get("note"):
@@ -556,7 +562,7 @@ def latency_chart(steps: list[dict]) -> str:
     return (
         "<h2>Time per request</h2><svg role=img aria-label='time per request' "
         f"viewBox='0 0 {width} {height}' width={width} height={height}>{bars}</svg>"
-        f"<p class=meta>How long the server took to reply, each request; the longest {longest} "
+        f"<p class=meta>How long the server took to reply, each request; the longest {longest:,} "
         "ms.</p>"
     )
 
@@ -664,10 +670,14 @@ def shown_pause(event: dict):
     """A pause, and each command it recorded as waiting for a yes, whole, with its code made of
     what is shown (pauses.code()): never the code a transcript says."""
     waiting = pauses.pending_calls(event)
-    yield (
-        f"[turn paused: {len(waiting)} command(s) waiting for a yes; go on with --resume and "
-        "--approve [CODE ...] or --reject REASON]"
+    settings = event.get("settings") if isinstance(event.get("settings"), dict) else {}
+    replayed = str(settings.get("base_url", "")).startswith("replay of ")  # no server to go on with
+    how = (
+        "a replay has no one to ask: replay it at a terminal, or with --yes"
+        if replayed
+        else "go on with --resume and --approve [CODE ...] or --reject REASON"
     )
+    yield f"[turn paused: {len(waiting)} command(s) waiting for a yes; {how}]"
     for call in waiting:
         function = call["function"]
         try:

@@ -34,6 +34,7 @@ class Replay:
 
     def __init__(self, events: list[dict], path: Path):
         self.events, self.base_url, self.diverged = events, f"replay of {path}", []
+        self.told = False  # whether another task than the recorded one was said to be
         self.replaying = True  # the Client shows no server time for a recorded reply
         self.requests, self.served = runs.requests(events), 0
         # the request each recorded reply answered, by the message it became: which step a result
@@ -120,6 +121,14 @@ class Replay:
     def compare(self, recorded: runs.Request, messages: list[dict]) -> None:
         """Say which tool results this request sends that differ from those the recorded one
         sent, and keep them in diverged."""
+        task, recorded_task = messages[-1], recorded.messages[-1] if recorded.messages else {}
+        other = task.get("role") == recorded_task.get("role") == "user" and task != recorded_task
+        if other and not self.told:  # run() from Python: nobody said so at the start
+            say(
+                f"replay: the task {shorten(str(task.get('content')), 60)!r} is not the recorded "
+                f"one ({shorten(str(recorded_task.get('content')), 60)!r}): the recorded replies "
+                "answer it all the same"
+            )
         reply, before = last_results(recorded.messages)
         _, now = last_results(messages)
         # the step of the reply whose calls these results answer, as the terminal numbered it
@@ -164,6 +173,7 @@ class Replay:
         """The recorded task, shortened, if it is not task ("" if it is): the recorded replies
         answer that one."""
         recorded_one = runs.recorded_task(self.events)
+        self.told = task != recorded_one  # said at the start: not again at the request
         return "" if task == recorded_one else shorten(recorded_one, 100)
 
 

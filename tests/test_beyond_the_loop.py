@@ -163,3 +163,11 @@ def test_the_helpers_lines_are_shown_inside_the_callers_step(notes, server):
     assert [line.split(":")[0] for line in inside if "step" in line] == ["  │ step 1", "  │ step 2"]
     assert all(line.startswith("  │ ") for line in inside), inside  # its call and result too
     assert sum(line.startswith("step ") for line in lines) == 2  # the caller's own two steps
+
+
+def test_a_programs_help_gives_examples_of_itself(agent):
+    done = agent("--help", program=SUBAGENT)
+    examples = done.stdout.split("examples:")[1]
+    assert (
+        "subagent.py --replay examples/lesson-01" in examples and "python agent.py" not in examples
+    )

@@ -258,3 +258,20 @@ def test_a_spent_budget_ends_the_session_with_one_line(agent):
     assert done.returncode == 3, done.stderr
     assert done.stderr.count("stopped: spent ") == 1, done.stderr
     assert "And how many characters?" not in done.stderr
+
+
+@posix_only
+def test_a_budget_spent_at_the_prompt_ends_the_session_with_exit_3(agent, server):
+    # typed tasks end with 0 as asked; a spent budget is no ending the person asked for
+    server.add(reply("hi", usage=DEEPSEEK_USAGE))
+    done = agent("--budget", "0.1", terminal="say hi\nsay it again\n", env=priced())
+    assert done.returncode == 3, done.stderr
+    assert len(server.requests) == 1 and done.stderr.count("stopped: spent ") == 1
+
+
+def test_a_paused_replays_show_says_how_a_replay_goes_on(tmp_path):
+    # a replay's pause cannot go on with --resume: there is no server to go on with
+    event = {"type": "turn/end", "status": "paused", "pending": [], "settings": {}}
+    replayed = {**event, "settings": {"base_url": "replay of examples/lesson-01.jsonl"}}
+    assert "--resume" in next(page.shown_pause(event))
+    assert "replay it at a terminal, or with --yes" in next(page.shown_pause(replayed))

@@ -243,3 +243,16 @@ def test_the_keyless_way_into_run_from_python_works_as_written(tmp_path):
     task = next(e["content"] for e in transcripts.read(path) if e["type"] == "user/message")
     outcome = agent.run(task, client=client, model="deepseek-flash", yes=True, workdir=tmp_path)
     assert outcome.status == "answered" and "391" in outcome.text
+
+
+def test_a_replay_from_python_given_another_task_says_so(tmp_path, capsys):
+    import pathlib
+
+    import agent
+    from realworld import replay, transcripts
+
+    path = pathlib.Path(ROOT / "examples" / "lesson-01.jsonl")
+    client = replay.Replay(transcripts.read(path), path)
+    agent.run("write hello.py", client=client, model="deepseek-flash", yes=True, workdir=tmp_path)
+    said = capsys.readouterr().err
+    assert said.count("replay: the task 'write hello.py' is not the recorded one") == 1
