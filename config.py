@@ -274,6 +274,16 @@ examples:
 """
 
 
+def examples_of(prog: str) -> str:
+    """--help's closing text, its examples given for the program started: another program's own
+    replay is the lesson its first lines name."""
+    text = HELP_EPILOG
+    if prog != "agent.py":
+        lesson = "--replay examples/lesson-01.jsonl     (no key, no network)"
+        text = text.replace(lesson, "--replay TRANSCRIPT   (its lesson: see its first lines)")
+    return text.replace("python agent.py", f"python {prog}")
+
+
 def parse_options(
     argv: list[str] | None, prog: str = "agent.py", tools: tuple = ()
 ) -> argparse.Namespace:
@@ -286,7 +296,7 @@ def parse_options(
     parser = argparse.ArgumentParser(
         prog=prog,
         description=f"A minimal agent: a model, {offered} and a loop.",
-        epilog=HELP_EPILOG.replace("python agent.py", f"python {prog}"),
+        epilog=examples_of(prog),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument

@@ -168,6 +168,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     """Run the task, or ask for one task after another; print the token totals; return the
     exit status. approvals: the decisions for a paused run's waiting calls, None if not paused."""
     replay = Replay(recorded, options.replay) if options.replay else None
+    if replay and options.model == config.MODEL:  # no --model: the model the run recorded
+        options.model = runs.recorded_model(recorded) or options.model
     where = replay.base_url if replay else shown_url(options.base_url)
     if replay:
         client = replies.Client(replay, options.stream, options.trace)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from realworld import compaction, transcripts
-from realworld.guards import visible
+from realworld.guards import clean_text, visible
 
 
 class Request(NamedTuple):
@@ -181,6 +181,14 @@ def is_summary(under) -> bool:
     """Whether a conversation is a summary's (realworld/compaction.py records it under
     compaction-…), not the run's own nor a helper's."""
     return str(under).startswith("compaction-")
+
+
+def recorded_model(events: list[dict]) -> str:
+    """The model a run recorded at its start, as a name (a label and a price: a replay sends
+    nothing to it); "" if none."""
+    start = next((e for e in events if e["type"] == "run/start" and "under" not in e), {})
+    model = clean_text(start.get("model"))
+    return model if 0 < len(model) <= 200 and model.isprintable() else ""
 
 
 def recorded_tasks(events: list[dict]) -> list[str]:

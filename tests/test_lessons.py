@@ -259,3 +259,13 @@ def test_a_recovered_call_gets_the_same_id_at_every_replay(tmp_path):
         if e["type"] == "tool/result"
     ]
     assert ids[0] == ids[1] == lesson
+
+
+def test_a_replay_is_of_the_model_it_recorded_whatever_the_settings_say(agent):
+    # AGENT_MODEL (test-model here, qwen3 in a .env made for Ollama) names a live server's model:
+    # a replay is priced and labelled as recorded, unless --model says otherwise
+    done = agent("--replay", str(ROOT / "examples" / "lesson-11.jsonl"))
+    assert done.returncode == 0, done.stderr
+    assert "deepseek-flash at replay of" in done.stderr and "USD (the cache saved" in done.stderr
+    other = agent("--model", "qwen3", "--replay", str(ROOT / "examples" / "lesson-11.jsonl"))
+    assert "qwen3 at replay of" in other.stderr and "USD (the cache saved" not in other.stderr
