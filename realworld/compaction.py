@@ -246,7 +246,7 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
     finish_reason = resp.choices[0].finish_reason
     usage = replies.usage_of(resp)
     message = reply.model_dump(exclude_unset=True)
-    cost = {"cost": resp.cost} if getattr(resp, "cost", None) else {}  # counted in the total
+    cost = {"cost": resp.cost} if resp.cost else {}  # counted in the total
     transcripts.record_message(under, message, usage=usage, finish_reason=finish_reason, **cost)
     summary = dialects.split_thinking(reply.content or "")[1].strip()
     if not summary or reply.tool_calls or finish_reason in ("length", "content_filter"):

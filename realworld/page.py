@@ -222,7 +222,7 @@ def step(request: Request, before: Request | None, nested: dict, ends: dict, own
     message, reply = request.reply["message"], request.reply
     new = new_messages(request, before)
     tokens = tokens_of(request)
-    ms = whole(reply.get("latency_ms"))
+    ms = drawn(reply.get("latency_ms"))
     thinking, text = dialects.split_thinking(message.get("content") or "")
     reasoning = dialects.reasoning_of(message) or thinking
     offered = runs.names(request.tools) if request.tools is not None else None
@@ -295,11 +295,11 @@ def inner(under: str, nested: dict, ends: dict) -> str:
 def drawable(tokens: dict) -> dict:
     """Token counts a chart can draw: whole numbers from 0 to a trillion, no more cached than
     prompt tokens (a transcript written by hand may hold anything)."""
-    prompt, cached, completion = (whole(tokens[k]) for k in ("prompt", "cached", "completion"))
+    prompt, cached, completion = (drawn(tokens[k]) for k in ("prompt", "cached", "completion"))
     return {"prompt": prompt, "cached": min(cached, prompt), "completion": completion}
 
 
-def whole(value) -> int:
+def drawn(value) -> int:
     """A count or a time as a chart draws it: 0 for anything but a finite number from 0 up."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
@@ -485,7 +485,7 @@ def chart(requests: list[Request]) -> str:
     """Tokens per request, every one (a helper's and a summary's too), as stacked bars (prompt not
     cached, cached, completion), the running total as a line, drawn as inline SVG."""
     steps = [
-        {"tokens": tokens_of(r), "latency": whole(r.reply.get("latency_ms")), "name": named(r)}
+        {"tokens": tokens_of(r), "latency": drawn(r.reply.get("latency_ms")), "name": named(r)}
         for r in requests
     ]
     if not steps:

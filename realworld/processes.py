@@ -40,6 +40,12 @@ class Capture:
         self.add(self.decoder.decode(b"", final=True))
         self.ended = True
 
+    def read_on(self, pipe) -> None:
+        """Read the rest of pipe by a thread of its own (self.reader), so that whatever writes to
+        it never waits on a full pipe."""
+        self.reader = threading.Thread(target=self.read_all, args=(pipe,), daemon=True)
+        self.reader.start()
+
     def read_some(self, pipe, seconds: float) -> bool:
         """Read what comes within seconds, at most one chunk; whether the output may go on."""
         waiting = select.poll()  # not select.select(): it takes no descriptor past 1023
@@ -184,9 +190,7 @@ if os.name == "nt":
         """Read the command's output into output as it comes, by a thread (select() takes no
         pipes on Windows), until the command has ended; subprocess.TimeoutExpired past timeout
         seconds."""
-        output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
-        output.reader.daemon = True
-        output.reader.start()
+        output.read_on(process.stdout)
         process.wait(timeout)
 
     def read_rest(process: subprocess.Popen, output: Capture) -> None:
@@ -244,9 +248,7 @@ else:
         while not output.ended and time.monotonic() < deadline:
             output.read_some(process.stdout, deadline - time.monotonic())
         if not output.ended:
-            output.reader = threading.Thread(target=output.read_all, args=(process.stdout,))
-            output.reader.daemon = True
-            output.reader.start()
+            output.read_on(process.stdout)
 
     def kill_tree(process: subprocess.Popen) -> None:
         """End the command and every process it started: its whole process group."""
