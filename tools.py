@@ -10,6 +10,7 @@ do): docs/safety.md says what these limits protect, and what they do not.
 """
 
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -216,8 +217,14 @@ def run_call(
 
 def taken_by(function: Callable, given: dict) -> dict:
     """What of given a tool's function names among its keyword-only parameters."""
+    return {name: given[name] for name in keyword_only(function) if name in given}
+
+
+@functools.cache  # once a tool: inspect.signature() is slow, and the parameters never change
+def keyword_only(function: Callable) -> tuple[str, ...]:
+    """The names of a function's keyword-only parameters."""
     named = inspect.signature(function).parameters.values()
-    return {p.name: given[p.name] for p in named if p.kind is p.KEYWORD_ONLY and p.name in given}
+    return tuple(p.name for p in named if p.kind is p.KEYWORD_ONLY)
 
 
 def check_args(name: str, arguments: str, tools: list[Tool] = DEFAULT_TOOLS) -> dict:

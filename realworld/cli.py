@@ -7,6 +7,7 @@ the transcript file, signals, exit statuses, and printing the answer.
 """
 
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -179,6 +180,9 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         flags = {"AGENT_BASE_URL": ("--base-url", options.base_url, config.BASE_URL)}
         flags["AGENT_MODEL"] = ("--model", options.model, config.MODEL)
         client.named = {k: flag for k, (flag, given, set_) in flags.items() if given != set_}
+    # What exists by now (the modules, the SDK's types) lives as long as the process: out of the
+    # garbage collector's sight, no collection the requests set off walks it again
+    gc.freeze()
     if not goes_on_from(program, recorded, options, replay, client, task):
         return 2
     if (

@@ -165,8 +165,12 @@ def too_deep(value, limit: int = MAX_DEPTH) -> bool:
             continue
         if depth > limit:
             return True
-        todo += [(child, depth + 1) for child in children]
+        # a leaf is never asked for __pydantic_fields__: a failed hasattr() is slow
+        todo += [(child, depth + 1) for child in children if not isinstance(child, LEAVES)]
     return False
+
+
+LEAVES = (str, int, float, type(None))  # what a reply holds that holds nothing (bool is an int)
 
 
 class Pattern:

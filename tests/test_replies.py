@@ -212,3 +212,53 @@ def test_tool_use_failed_three_times_is_the_providers_message_and_exit_1(agent, 
         "Traceback" not in result.stderr
         and json.loads(result.transcript.read_text().splitlines()[-1])["status"]
     )
+
+
+# replies.completion() builds the reply the loop reads with pydantic's compiled check, strict, and
+# with the SDK's construct() where that check refuses it (what the SDK's types do not list, as
+# DeepSeek's finish reasons): the same reply either way.
+BUILT = [
+    (rich_reply()["choices"][0]["message"] | {"content": ""}, "tool_calls", None),
+    (
+        {"role": "assistant", "content": "hi", "reasoning_content": "think", "refusal": None},
+        "stop",
+        {
+            "prompt_tokens": 9,
+            "completion_tokens": 1,
+            "total_tokens": 10,
+            "prompt_cache_hit_tokens": 8,
+        },
+    ),
+    ({"role": "assistant", "content": "hi"}, "insufficient_system_resource", None),
+    ({"role": "assistant", "content": "hi"}, "stop", {"prompt_tokens": "9", "total_tokens": 10}),
+    ({"role": "assistant", "content": "hi", "annotations": "not a list"}, None, None),
+]
+
+
+@pytest.mark.parametrize(("message", "finish_reason", "usage"), BUILT)
+def test_the_reply_the_loop_reads_is_built_alike_by_either_way(message, finish_reason, usage):
+    from openai.types.chat import ChatCompletion
+
+    from realworld import replies
+
+    built = replies.completion(message, finish_reason, usage, "m", repairs=["r"], latency_ms=3)
+    constructed = ChatCompletion.construct(
+        id="local",
+        object="chat.completion",
+        created=0,
+        model="m",
+        usage=usage,
+        choices=[{"index": 0, "message": message, "finish_reason": finish_reason}],
+        repairs=["r"],
+        latency_ms=3,
+    )
+    dump = {"exclude_unset": True, "warnings": False}
+    assert built.model_dump(**dump) == constructed.model_dump(**dump)
+    msg, expected = built.choices[0].message, constructed.choices[0].message
+    assert msg.model_dump(**dump) == expected.model_dump(**dump) == message
+    assert [type(c) for c in msg.tool_calls or []] == [type(c) for c in expected.tool_calls or []]
+    assert (built.repairs, built.latency_ms, built.choices[0].finish_reason) == (
+        ["r"],
+        3,
+        finish_reason,
+    )

@@ -116,6 +116,28 @@ def test_shell_commands_see_no_key_shaped_variable(tmp_path, monkeypatch):
     assert KEY not in output and "AUTH=" not in output
 
 
+@posix_only
+def test_a_change_to_the_environment_reaches_the_next_command_and_the_key_never(
+    tmp_path, monkeypatch
+):
+    # processes.shell_env() makes the commands' environment again only when os.environ or the
+    # secrets changed: a change between two runs (at a Python prompt) reaches the next command
+    monkeypatch.setattr(config, "HIDDEN_KEY", KEY)
+    monkeypatch.setenv("STAGE", "first")
+    monkeypatch.setenv("LATER_KEY_COPY", "sk-later-secret")
+    output = tools.run_shell("env", workdir=tmp_path)
+    assert "STAGE=first" in output and "LATER_KEY_COPY=sk-later-secret" in output
+    monkeypatch.setenv("STAGE", "second")
+    monkeypatch.setenv("AUTH", f"Bearer {KEY}")
+    output = tools.run_shell("env", workdir=tmp_path)
+    assert "STAGE=second" in output and KEY not in output and "AUTH=" not in output
+    monkeypatch.delenv("STAGE")
+    monkeypatch.setattr(config, "HIDDEN_KEY", "sk-later-secret")  # another client's key
+    output = tools.run_shell("env", workdir=tmp_path)
+    assert "STAGE=" not in output and "sk-later-secret" not in output
+    assert f"AUTH=Bearer {KEY}" in output  # no longer the key
+
+
 def test_a_file_or_command_showing_the_key_reaches_neither_model_nor_transcript(agent, server):
     (agent.workdir).mkdir()
     (agent.workdir / ".env").write_text(f"AGENT_API_KEY={KEY}\n")

@@ -15,6 +15,7 @@ Sources, family by family:
 """
 
 import json
+import random
 
 import pytest
 from conftest import events_of
@@ -855,6 +856,47 @@ def test_the_same_call_after_a_change_is_a_step_of_its_own(loop, server):
 )
 def test_a_reviewers_vetoes_hold(asked):
     assert dialects.keeps_from_running(asked)
+
+
+def test_what_is_remembered_of_a_conversation_is_what_reading_it_afresh_gives():
+    # replies.remembered() reads again only from the first message whose role, content,
+    # reasoning or calls changed: whatever changes, in place or not, in this conversation or in
+    # another read between (a helper's), its facts are those of reading every message afresh
+    rng = random.Random(36)
+    ours, helpers = [{"role": "system", "content": "s"}], [{"role": "system", "content": "h"}]
+
+    def parts_of(message):
+        content = message.get("content")
+        return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+
+    def a_call():
+        return call(rng.choice(["read_file", "run_shell"]), {"path": str(rng.random())})
+
+    changes = [
+        lambda m: m.append({"role": "user", "content": f"task {rng.random()}"}),
+        lambda m: m.append({"role": "assistant", "content": "", "tool_calls": [a_call()]}),
+        lambda m: m.append({"role": "tool", "tool_call_id": "x", "content": str(rng.random())}),
+        lambda m: rng.choice(m).update(content=f"new {rng.random()}"),
+        lambda m: rng.choice(m).update(role=rng.choice(["user", "tool", "assistant"])),
+        lambda m: rng.choice(m).update(reasoning_content=str(rng.random())),
+        lambda m: rng.choice(m).setdefault("tool_calls", []).append(a_call()),
+        lambda m: [
+            c["function"].update(arguments=json.dumps({"path": str(rng.random())}))
+            for c in rng.choice(m).get("tool_calls") or []
+        ],
+        lambda m: rng.choice(m).update(content=[{"type": "text", "text": "part"}]),
+        lambda m: [p.update(text=str(rng.random())) for p in parts_of(rng.choice(m))],
+        lambda m: m.insert(rng.randrange(1, len(m) + 1), {"role": "user", "content": "inserted"}),
+        lambda m: m.pop(rng.randrange(1, len(m))) if len(m) > 1 else None,
+        lambda m: m.__setitem__(-1, json.loads(json.dumps(m[-1]))),  # an equal copy
+    ]
+    for _ in range(600):
+        conversation = ours if rng.random() < 0.8 else helpers
+        rng.choice(changes)(conversation)
+        assert replies.remembered(conversation) == [replies.facts(m) for m in conversation]
+        assert replies.quoted_texts(conversation) == replies.quoted_texts(
+            json.loads(json.dumps(conversation))
+        )
 
 
 def test_a_message_changed_in_place_is_counted_again():
