@@ -10,7 +10,6 @@ do): docs/safety.md says what these limits protect, and what they do not.
 """
 
 import contextlib
-import functools
 import inspect
 import json
 import os
@@ -20,6 +19,7 @@ import subprocess
 import sys
 import unicodedata
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -220,11 +220,19 @@ def taken_by(function: Callable, given: dict) -> dict:
     return {name: given[name] for name in keyword_only(function) if name in given}
 
 
-@functools.cache  # once a tool: inspect.signature() is slow, and the parameters never change
 def keyword_only(function: Callable) -> tuple[str, ...]:
-    """The names of a function's keyword-only parameters."""
+    """The names of a function's keyword-only parameters, found once a tool (inspect.signature()
+    is slow); a callable that cannot be a weak key is asked every time."""
+    with contextlib.suppress(KeyError, TypeError):
+        return KEYWORD_ONLY[function]
     named = inspect.signature(function).parameters.values()
-    return tuple(p.name for p in named if p.kind is p.KEYWORD_ONLY)
+    found = tuple(p.name for p in named if p.kind is p.KEYWORD_ONLY)
+    with contextlib.suppress(TypeError):
+        KEYWORD_ONLY[function] = found
+    return found
+
+
+KEYWORD_ONLY = weakref.WeakKeyDictionary()  # a tool's function: its keyword-only parameters
 
 
 def check_args(name: str, arguments: str, tools: list[Tool] = DEFAULT_TOOLS) -> dict:

@@ -4,10 +4,12 @@ run with subprocess.
 bench/loop.py runs this beside agent.py to measure what the agent adds. The requests are the
 same as the agent's, byte for byte (bench/loop.py checks that), so the SDK's own work is the
 same on both sides.
-Usage: python bench/baseline.py BASE_URL MODEL REQUEST_JSON
-       (REQUEST_JSON: {"system": ..., "tools": [...]})
+Usage: python bench/baseline.py BASE_URL MODEL REQUEST_JSON [--freeze]
+       (REQUEST_JSON: {"system": ..., "tools": [...]}; --freeze: gc.freeze() once the client is
+       made, as agent.py's command line does, so that only the loop's own code is compared)
 """
 
+import gc
 import json
 import subprocess
 import sys
@@ -18,6 +20,8 @@ base_url, model, request_path = sys.argv[1:4]
 with open(request_path, encoding="utf-8") as f:
     request = json.load(f)
 client = OpenAI(base_url=base_url, api_key="bench")
+if sys.argv[4:] == ["--freeze"]:
+    gc.freeze()
 messages = [{"role": "system", "content": request["system"]}, {"role": "user", "content": "go"}]
 while True:
     msg = (

@@ -4,7 +4,8 @@ requests, each run once under valgrind's callgrind, which counts the instruction
 what else the machine runs, so a change of a few tenths of a percent shows.
 
 Both run with their modules' bytecode cached, as on a person's machine: each is run once first.
-Needs valgrind (`apt-get install valgrind`); a 50-step pair takes about four minutes.
+Needs valgrind (`apt-get install valgrind`); a 50-step run of the three (the agent, the
+baseline, and the baseline with --freeze) takes about six minutes.
 
 Usage: python bench/instructions.py [--steps N]
 """
@@ -76,16 +77,19 @@ def main() -> None:
         f"echo-{steps}",
         str(folder / "request.json"),
     ]
+    frozen = [*baseline, "--freeze"]  # as the agent's command line freezes what it made
     for command in (agent(), baseline):  # the bytecode written, as a person's first run does
         subprocess.run(command, env=env, cwd=folder, capture_output=True, check=True)
     counted_agent = instructions(agent(), folder, env)
-    counted_baseline = instructions(baseline, folder, env)
+    counted = {"baseline": instructions(baseline, folder, env)}
+    counted["baseline that freezes too"] = instructions(frozen, folder, env)
     server.close()
-    print(
-        f"{steps} steps: agent {counted_agent:,} instructions, baseline {counted_baseline:,}: "
-        f"{counted_agent / counted_baseline:.4f}, "
-        f"{(counted_agent - counted_baseline) / 1e6:+.1f} million"
-    )
+    print(f"{steps} steps: agent {counted_agent:,} instructions")
+    for name, count in counted.items():
+        print(
+            f"  against the {name}, {count:,}: {counted_agent / count:.4f}, "
+            f"{(counted_agent - count) / 1e6:+.1f} million"
+        )
 
 
 if __name__ == "__main__":

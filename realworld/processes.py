@@ -80,10 +80,12 @@ def shell_env() -> dict[str, str]:
     # made again only when the environment or the secrets have changed: made for every command,
     # it took a tenth of a millisecond (os.environ's own dict, _data, is compared in C)
     environ, secrets = getattr(os.environ, "_data", None), credentials()
-    if environ is None or MADE_ENV.get("of") != (environ, secrets):
-        MADE_ENV["of"] = (dict(environ) if environ is not None else None, secrets)
-        MADE_ENV["env"] = env_without(secrets)
-    return dict(MADE_ENV["env"])
+    made_of, env = MADE_ENV.get("last", (None, None))
+    if environ is None or made_of != (environ, secrets):
+        made_of = (dict(environ) if environ is not None else None, secrets)
+        env = env_without(secrets)
+        MADE_ENV["last"] = (made_of, env)  # one assignment: another thread sees all of it or none
+    return dict(env)
 
 
 MADE_ENV = {}  # the last environment shell_env() made, and what it was made of

@@ -632,10 +632,10 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 def quotable(messages: list[dict]) -> tuple[list[str], str]:
     """What the person wrote and the tools returned (a reply that repeats a call from them quotes
     it), and the person's last message (which may ask to see a call, not to run it)."""
-    texts, roles = quoted_texts(messages), LAST["parts"][0]  # the roles it has just read
+    roles = column(messages, "role", set(map(type, messages)) <= {dict})
     last = len(roles) - 1 - roles[::-1].index("user") if "user" in roles else None
     asked = "" if last is None else messages[last].get("content")
-    return texts, asked if isinstance(asked, str) else ""
+    return quoted_texts(messages), asked if isinstance(asked, str) else ""
 
 
 def quoted_texts(messages: list[dict]) -> list[str]:
@@ -705,7 +705,7 @@ def reply_message(
         calls = calls[: config.MAX_CALLS]
     if calls:
         taken = set(itertools.chain.from_iterable(map(attrgetter("ids"), remembered(messages))))
-        taken |= given
+        taken.update(given)
         message["tool_calls"] = [tool_call(call, taken, known, repairs) for call in calls]
     return message, repairs
 
@@ -790,9 +790,11 @@ def facts(message: dict) -> Facts:
     )
 
 
-# The Facts of the conversation read last, and a copy of what they were read from (parts()): each
-# request extends the one before, so only what was added is read again (remembered())
-LAST = {"parts": [[], [], [], []], "facts": []}
+# What each conversation read lately holds, by the id() of its list: a copy of what its Facts were
+# read from (parts()), and the Facts. A helper's or a summary's conversation, read between two
+# requests of the run's own, does not make the run's own be read again (remembered())
+READ = {}
+KEPT = 4  # conversations remembered: the run's own, a helper's, a summary's, one more
 
 
 def remembered(messages: list[dict]) -> list[Facts]:
@@ -801,21 +803,42 @@ def remembered(messages: list[dict]) -> list[Facts]:
     before, so only the new messages are read. A message compaction changed, or one changed in
     place at a Python prompt, is read again, with every message after it."""
     now = parts(messages)
-    same = unchanged(LAST["parts"], now)
-    if same == len(messages) == len(LAST["facts"]):  # asked again about the same messages
-        return LAST["facts"]
-    LAST["facts"] = LAST["facts"][:same] + [facts(m) for m in messages[same:]]
-    LAST["parts"] = [kept[:same] + copied(part[same:]) for kept, part in pairs(LAST["parts"], now)]
-    return LAST["facts"]
+    before, known = READ.get(id(messages), ([[]] * len(now), []))
+    same = unchanged(before, now)
+    if same == len(messages) == len(known):  # asked again about the same messages
+        return known
+    try:
+        kept = [old[:same] + copied(part[same:]) for old, part in pairs(before, now)]
+    except RecursionError:  # a program's message too deep to copy: read afresh every time
+        return [facts(m) for m in messages]
+    known = known[:same] + [facts(m) for m in messages[same:]]
+    if len(READ) >= KEPT and id(messages) not in READ:
+        READ.clear()  # more conversations than that: each is read afresh once
+    READ[id(messages)] = (kept, known)  # one assignment: another thread sees all of it or none
+    return known
 
 
 def parts(messages: list[dict]) -> list[list]:
-    """Each message's role, content, reasoning and calls, gathered by map(), with no loop in
-    Python: this runs several times a request, over the whole conversation."""
+    """Each message's role, content, the content's id() (an equal text of another kind, as
+    compaction's, is another content), reasoning and calls: gathered by map(), with no loop in
+    Python where every message is a dict, since this runs several times a request, over the whole
+    conversation."""
+    plain = set(map(type, messages)) <= {dict}
+    contents = column(messages, "content", plain)
     return [
-        list(map(dict.get, messages, itertools.repeat(key)))
-        for key in ("role", "content", "reasoning_content", "tool_calls")
+        column(messages, "role", plain),
+        contents,
+        list(map(id, contents)),
+        column(messages, "reasoning_content", plain),
+        column(messages, "tool_calls", plain),
     ]
+
+
+def column(messages: list[dict], key: str, plain: bool) -> list:
+    """message.get(key) of each message (plain: every message is a dict, read by map())."""
+    if plain:
+        return list(map(dict.get, messages, itertools.repeat(key)))
+    return [message.get(key) for message in messages]
 
 
 def unchanged(before: list[list], now: list[list]) -> int:
@@ -832,12 +855,12 @@ def pairs(before: list[list], now: list[list]):
 
 
 def copied(value):
-    """value with every list and dict in it copied (a string never changes in place), to compare
-    with what a message holds at the next reading."""
+    """value with every list, tuple and dict in it copied (a string never changes in place), to
+    compare with what a message holds at the next reading."""
     if isinstance(value, dict):
         return {k: copied(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [copied(v) for v in value]
+    if type(value) in (list, tuple):
+        return type(value)(copied(v) for v in value)
     return value
 
 

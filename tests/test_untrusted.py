@@ -3,6 +3,7 @@ or crash the agent.
 
 The README section "Safety" says what each guard does and what it cannot stop."""
 
+import functools
 import json
 import os
 import subprocess
@@ -302,3 +303,33 @@ def test_a_reply_field_nested_hundreds_deep_is_one_clear_line(loop, server):
     server.add(reply("hello", provider_extra=nested))
     result = loop("go")
     assert result.status == "api_error" and "fields nested more than 100 deep" in result.text
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda f: f,
+        lambda f: functools.partial(f),
+        lambda f: Unhashable(f),  # no weak key: its parameters are asked each time
+    ],
+    ids=["function", "partial", "unhashable"],
+)
+def test_a_tool_gets_what_it_names_of_the_run_however_it_is_callable(make, tmp_path):
+    # tools.keyword_only() keeps what inspect found, by a weak key where the callable allows
+    def shown(*, workdir, messages):
+        return f"{workdir} {len(messages)}"
+
+    tool = tools.Tool(tools.TOOLS[0] | {"function": {"name": "shown"}}, make(shown))
+    given = {"workdir": tmp_path, "messages": [1, 2], "yes": False, "model": "m"}
+    for _ in range(2):
+        assert tools.run_call("shown", "{}", [tool], given) == (f"{tmp_path} 2", True)
+
+
+class Unhashable:
+    __hash__ = None
+
+    def __init__(self, function):
+        self.function = function
+
+    def __call__(self, *, workdir, messages):
+        return self.function(workdir=workdir, messages=messages)

@@ -16,6 +16,8 @@ Sources, family by family:
 
 import json
 import random
+import threading
+from collections import UserDict
 
 import pytest
 from conftest import events_of
@@ -23,6 +25,7 @@ from scripted_server import Error, ScriptedServer, call, reply
 
 import agent as agent_module
 from realworld import dialects, replies
+from realworld.compaction import Compacted
 
 KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 WRITE = ("write_file", {"path": "a.txt", "content": "hi"})
@@ -879,7 +882,11 @@ def test_what_is_remembered_of_a_conversation_is_what_reading_it_afresh_gives():
         lambda m: rng.choice(m).update(content=f"new {rng.random()}"),
         lambda m: rng.choice(m).update(role=rng.choice(["user", "tool", "assistant"])),
         lambda m: rng.choice(m).update(reasoning_content=str(rng.random())),
-        lambda m: rng.choice(m).setdefault("tool_calls", []).append(a_call()),
+        lambda m: [
+            calls.append(a_call())
+            for calls in [rng.choice(m).setdefault("tool_calls", [])]
+            if isinstance(calls, list)
+        ],
         lambda m: [
             c["function"].update(arguments=json.dumps({"path": str(rng.random())}))
             for c in rng.choice(m).get("tool_calls") or []
@@ -888,15 +895,50 @@ def test_what_is_remembered_of_a_conversation_is_what_reading_it_afresh_gives():
         lambda m: [p.update(text=str(rng.random())) for p in parts_of(rng.choice(m))],
         lambda m: m.insert(rng.randrange(1, len(m) + 1), {"role": "user", "content": "inserted"}),
         lambda m: m.pop(rng.randrange(1, len(m))) if len(m) > 1 else None,
-        lambda m: m.__setitem__(-1, json.loads(json.dumps(m[-1]))),  # an equal copy
+        lambda m: m.__setitem__(-1, json.loads(json.dumps(dict(m[-1])))),  # an equal copy
+        # equal by value, yet read otherwise: compaction's text, True for 1, calls in a tuple
+        lambda m: [
+            message.update(content=Compacted(str(message.get("content")), [str(rng.random())]))
+            for message in [rng.choice(m)]
+        ],
+        lambda m: rng.choice(m).update(content=rng.choice([True, 1, 1.0])),
+        lambda m: rng.choice(m).update(tool_calls=(a_call(),)),
+        lambda m: m.append(UserDict({"role": "user", "content": "a mapping, not a dict"})),
     ]
-    for _ in range(600):
+    for _ in range(800):
         conversation = ours if rng.random() < 0.8 else helpers
         rng.choice(changes)(conversation)
         assert replies.remembered(conversation) == [replies.facts(m) for m in conversation]
-        assert replies.quoted_texts(conversation) == replies.quoted_texts(
-            json.loads(json.dumps(conversation))
-        )
+        # the same messages in a list never read before: read afresh
+        assert replies.quoted_texts(conversation) == replies.quoted_texts(list(conversation))
+
+
+def test_conversations_read_in_two_threads_are_each_read_as_they_are():
+    # one program may run two agents in threads: each reading is of its own conversation
+    def grow(conversation: list, wrong: list) -> None:
+        for i in range(300):
+            conversation.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [call("run_shell", {"command": f"echo {id(conversation)} {i}"})],
+                }
+            )
+            conversation.append({"role": "tool", "tool_call_id": "x", "content": str(i)})
+            if replies.remembered(conversation) != [replies.facts(m) for m in conversation]:
+                wrong.append(i)
+            replies.quotable(conversation)
+
+    wrong = []
+    threads = [
+        threading.Thread(target=grow, args=([{"role": "user", "content": "go"}], wrong))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
 
 
 def test_a_message_changed_in_place_is_counted_again():
