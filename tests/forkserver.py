@@ -75,12 +75,8 @@ def address() -> str:
 def serve(path: str) -> None:
     """Import what agent.py imports from outside the project, then fork one agent a connection."""
     import dotenv  # noqa: F401
-    import openai
 
-    # The SDK imports its HTTP transport and its chat resources at the first client and the first
-    # request, not at `import openai`: a client made here, and never used, imports them once.
-    openai.OpenAI(api_key="-", base_url="http://127.0.0.1/v1").chat.completions  # noqa: B018
-
+    first_requests()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -96,6 +92,27 @@ def serve(path: str) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             wait_for_agent(connection)
         connection.close()
+
+
+def first_requests() -> None:
+    """A request and a streamed one, to a scripted server of this process's own, so that what the
+    SDK does only at the first (it imports its HTTP transport and its chat resources, and builds the
+    validators of the types it reads a reply into) is done once, not in every fork. Its threads
+    have ended when this returns: a fork has only the thread that forked."""
+    import openai
+    from scripted_server import ScriptedServer, Stream, call, reply
+
+    server = ScriptedServer()
+    answer = reply("hi", tool_calls=[call("read_file", {"path": "a"})])
+    server.add(answer, Stream(answer))
+    hi = [{"role": "user", "content": "hi"}]
+    try:
+        with openai.OpenAI(api_key="-", base_url=server.url) as client:
+            client.chat.completions.create(model="m", messages=hi)
+            for _ in client.chat.completions.create(model="m", messages=hi, stream=True):
+                pass
+    finally:
+        server.close()
 
 
 def wait_for_agent(connection: socket.socket) -> None:
