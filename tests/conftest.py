@@ -130,6 +130,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+forkserver.start_with(clean_env())  # the tests' own settings, whichever test starts a program first
+
+
 class Agent:
     """Runs agent.py as a real process against the scripted server, in a temporary folder."""
 

@@ -38,6 +38,13 @@ def command(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     return argv if os.environ.get("AGENT_TESTS_SPAWN") else relayed(argv, env)
 
 
+def start_with(env: dict[str, str]) -> None:
+    """The interpreter settings (PYTHON* variables) the server is to start with: env's. A program
+    to be started with others is started, not forked. Unset, they are those of the first program
+    a test starts, whichever test comes first."""
+    _server["python"] = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+
+
 def relayed(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     """The relay's command for argv, when the fork server can run it as the interpreter would;
     argv itself when it cannot."""
