@@ -13,6 +13,7 @@ memory, a Ctrl-C while it imports, other PYTHON* settings), `command()` leaves t
 
 import atexit
 import contextlib
+import gc
 import io
 import marshal
 import os
@@ -88,6 +89,9 @@ def serve(path: str) -> None:
     listener.bind(path)
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the kernel
+    # What the server holds now is never garbage: a fork's collections leave it out, and so do not
+    # read, or copy, every object the SDK made (6% of the CPU of the tests that start agent.py).
+    gc.freeze()
     print("ready", flush=True)
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [])
