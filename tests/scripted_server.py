@@ -204,6 +204,7 @@ class ScriptedServer:
         self.requests: list[dict] = []
         self.closing = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = False  # so that close() waits for every request's thread
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.serving = threading.Thread(target=self._serve, daemon=True)
         self.serving.start()
