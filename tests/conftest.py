@@ -4,6 +4,7 @@ import os
 import select
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,23 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
 KEY = "sk-test-7f3a9c-secret"
 LESSON = ROOT / "examples" / "lesson-01.jsonl"
+
+
+def system_certificates_as_a_folder() -> None:
+    """The system's certificates from OpenSSL's folder of them (SSL_CERT_DIR), which it reads one
+    at a time when a server's certificate needs one, rather than from their bundle file
+    (SSL_CERT_FILE, or OpenSSL's cert.pem), which every new client parses whole: 20 ms of CPU, and
+    the tests make about 700 clients, in this process and in each agent.py they start. A bundle of
+    other certificates than the system's is left as it is."""
+    paths = ssl.get_default_verify_paths()
+    bundle = os.environ.get("SSL_CERT_FILE", paths.openssl_cafile)
+    folder = os.environ.get("SSL_CERT_DIR", paths.openssl_capath)
+    if os.path.realpath(bundle) == os.path.realpath(paths.openssl_cafile) and os.path.isdir(folder):
+        os.environ.pop("SSL_CERT_FILE", None)
+        os.environ["SSL_CERT_DIR"] = folder
+
+
+system_certificates_as_a_folder()
 
 
 @dataclass
@@ -110,6 +128,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+forkserver.start_with(clean_env())  # the tests' own settings, whichever test starts a program first
 
 
 class Agent:

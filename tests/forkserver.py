@@ -1,7 +1,7 @@
 """Starts agent.py as `python agent.py ...` does, but forked from a process that has already
 imported the SDK, so that a test does not wait the 0.6 s of `import openai` each time.
 
-A test still gets a real `subprocess.Popen`: of a relay (`python -I -S forkserver.py relay`),
+A test still gets a real `subprocess.Popen`: of a relay (`python -I -S relay.py`, tests/relay.py),
 which hands its standard streams, arguments, environment, folder and umask to the server, passes
 on every signal it is sent, and exits as the agent did. The agent itself runs in a fork of the
 server, with its streams, environment, signals and `__main__` set up as the interpreter sets them
@@ -13,20 +13,22 @@ memory, a Ctrl-C while it imports, other PYTHON* settings), `command()` leaves t
 
 import atexit
 import contextlib
+import gc
 import io
-import json
+import marshal
 import os
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from relay import FORWARDED
+
 HERE = Path(__file__).resolve()
-FORWARDED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1]
+RELAY = HERE.parent / "relay.py"
 UNBUFFERED = bool(os.environ.get("PYTHONUNBUFFERED"))  # -u, read as the server starts
 _server: dict = {}
 
@@ -35,6 +37,13 @@ def command(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     """The command to start instead of argv ([sys.executable, script or -m, ...]): the relay,
     unless AGENT_TESTS_SPAWN is set."""
     return argv if os.environ.get("AGENT_TESTS_SPAWN") else relayed(argv, env)
+
+
+def start_with(env: dict[str, str]) -> None:
+    """The interpreter settings (PYTHON* variables) the server is to start with: env's. A program
+    to be started with others is started, not forked. Unset, they are those of the first program
+    a test starts, whichever test comes first."""
+    _server["python"] = {k: v for k, v in env.items() if k.startswith("PYTHON")}
 
 
 def relayed(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
@@ -47,7 +56,7 @@ def relayed(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
         return argv
     if _server.setdefault("python", python) != python:
         return argv  # the interpreter would start with other settings than the server's
-    return [sys.executable, "-I", "-S", str(HERE), "relay", address(), *argv[1:]]
+    return [sys.executable, "-I", "-S", str(RELAY), address(), *argv[1:]]
 
 
 def address() -> str:
@@ -74,12 +83,15 @@ def address() -> str:
 def serve(path: str) -> None:
     """Import what agent.py imports from outside the project, then fork one agent a connection."""
     import dotenv  # noqa: F401
-    import openai  # noqa: F401
 
+    first_requests()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the waiters are reaped by the kernel
+    # What the server holds now is never garbage: a fork's collections leave it out, and so do not
+    # read, or copy, every object the SDK made (6% of the CPU of the tests that start agent.py).
+    gc.freeze()
     print("ready", flush=True)
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [])
@@ -91,6 +103,27 @@ def serve(path: str) -> None:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             wait_for_agent(connection)
         connection.close()
+
+
+def first_requests() -> None:
+    """A request and a streamed one, to a scripted server of this process's own, so that what the
+    SDK does only at the first (it imports its HTTP transport and its chat resources, and builds the
+    validators of the types it reads a reply into) is done once, not in every fork. Its threads
+    have ended when this returns: a fork has only the thread that forked."""
+    import openai
+    from scripted_server import ScriptedServer, Stream, call, reply
+
+    server = ScriptedServer()
+    answer = reply("hi", tool_calls=[call("read_file", {"path": "a"})])
+    server.add(answer, Stream(answer))
+    hi = [{"role": "user", "content": "hi"}]
+    try:
+        with openai.OpenAI(api_key="-", base_url=server.url) as client:
+            client.chat.completions.create(model="m", messages=hi)
+            for _ in client.chat.completions.create(model="m", messages=hi, stream=True):
+                pass
+    finally:
+        server.close()
 
 
 def wait_for_agent(connection: socket.socket) -> None:
@@ -116,13 +149,14 @@ def wait_for_agent(connection: socket.socket) -> None:
 
 
 def receive(connection: socket.socket) -> tuple[dict, list[int]]:
-    """The relay's header (a length, then JSON) and its three standard streams."""
+    """The relay's header (its length in 4 bytes, then marshal's bytes) and its three standard
+    streams."""
     data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
-    (size,) = struct.unpack("!I", data[:4])
+    size = int.from_bytes(data[:4], "big")
     data = data[4:]
     while len(data) < size:
         data += connection.recv(size - len(data))
-    return json.loads(data), fds
+    return marshal.loads(data), fds
 
 
 def become_agent(header: dict, fds: list[int]) -> None:
@@ -223,57 +257,5 @@ def flushed(code: int) -> int:
     return code
 
 
-# The relay.
-
-
-def relay(path: str, argv: list[str]) -> None:
-    """Hand this process's streams, arguments and environment to the server; pass signals on;
-    exit as the agent does."""
-    agent: list[int] = []
-    pending: list[int] = []
-    # what a new interpreter would keep ignored (a background job starts with SIGINT and SIGQUIT
-    # ignored), before this relay takes the signals to pass them on
-    ignored = [n for n in FORWARDED if signal.getsignal(n) == signal.SIG_IGN]
-
-    def pass_on(number, _frame):
-        if agent:
-            os.kill(agent[0], number)
-        else:
-            pending.append(number)
-
-    for number in FORWARDED:
-        signal.signal(number, pass_on)
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.connect(path)
-    umask = os.umask(0)
-    os.umask(umask)
-    header = json.dumps(
-        {
-            "argv": argv,
-            "env": dict(os.environ),
-            "cwd": os.getcwd(),
-            "umask": umask,
-            "ignored": ignored,
-        }
-    ).encode()
-    socket.send_fds(connection, [struct.pack("!I", len(header)) + header], [0, 1, 2])
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):  # the agent alone holds the streams, so their ends come when it ends
-        os.dup2(null, fd)
-    lines = connection.makefile("r", encoding="utf-8")
-    agent.append(int(lines.readline().split()[1]))
-    for number in pending:
-        os.kill(agent[0], number)
-    line = lines.readline()
-    code = int(line.split()[1]) if line else -signal.SIGKILL
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "serve":
-        serve(sys.argv[2])
-    else:
-        relay(sys.argv[2], sys.argv[3:])
+    serve(sys.argv[2])

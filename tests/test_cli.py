@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import forkserver
 import pytest
 from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_offline
 from scripted_server import Error, ScriptedServer, Trickle, call, reply
@@ -142,8 +143,9 @@ def start(project, cwd, *args, stdin="", **extra):
         for k, v in clean_env().items()
         if not k.startswith("AGENT_") and k != "DEEPSEEK_API_KEY"
     } | extra
+    command = [sys.executable, str(project / "agent.py"), "--workdir", str(cwd / "work"), *args]
     return subprocess.run(
-        [sys.executable, str(project / "agent.py"), "--workdir", str(cwd / "work"), *args],
+        forkserver.command(command, env),
         cwd=cwd,
         env=env,
         input=stdin,

@@ -84,15 +84,26 @@ def session(server, tmp_path, turns: int, monkeypatch, window: int | None, stric
     return messages, path
 
 
-def test_a_200_turn_session_runs_to_the_end_under_a_small_window(
+def test_a_long_session_runs_to_the_end_under_a_small_window(
     window_server, tmp_path, monkeypatch, capsys
 ):
-    messages, path = session(window_server, tmp_path, 200, monkeypatch, window=8_000)
+    # The session goes round a cycle of 16 tasks: a placeholder a task, then a summary of the
+    # summary before and the tasks after it, and the same requests again. 50 tasks go round it
+    # three times; the 200 tasks of bench/compaction.py, 13 times, with the same requests.
+    messages, path = session(window_server, tmp_path, 50, monkeypatch, window=8_000)
     assert max(window_server.sizes) <= window_server.window  # no request was refused
-    assert len(window_server.requests) > 400  # two a turn, and the summaries
+    assert len(window_server.requests) > 100  # two a turn, and the summaries
     events = events_of(path)
     compacted = [e for e in events if e["type"] == "context/compacted"]
     assert compacted and any(e["summary"] for e in compacted)
+    summarized = [
+        r["body"]["messages"][1]["content"]
+        for r in window_server.requests
+        if r["body"]["messages"][0]["content"] == compaction.SUMMARY_PROMPT
+    ]
+    # each summary after the first is written from the one before
+    assert len(summarized) >= 3
+    assert all(compaction.SUMMARY_HEAD.strip() in text for text in summarized[1:])
     assert capsys.readouterr().err.count("compacted: about ") == len(compacted)
     assert runs.conversation(events) == messages  # --resume goes on from the compacted history
     assert (

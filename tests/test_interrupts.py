@@ -85,7 +85,8 @@ print(json.dumps({"outcome": list(outcome), "messages": messages}))
 
 def start(tmp_path, server, where: str, stdin=subprocess.DEVNULL):
     """The person's process, started as from a terminal (SIGINT as a shell hands it over); by a
-    new interpreter where the SDK must not be imported yet (forkserver.py)."""
+    new interpreter where the SDK, or the part it imports on first use, must not be imported yet
+    (forkserver.py imports both)."""
     script = tmp_path / "person.py"
     script.write_text(PERSON, encoding="utf-8")
     (tmp_path / "work").mkdir(exist_ok=True)
@@ -94,7 +95,7 @@ def start(tmp_path, server, where: str, stdin=subprocess.DEVNULL):
     argv += [str(transcript), where]
     env = clean_env(AGENT_BASE_URL=server.url)
     process = subprocess.Popen(
-        argv if where == "settings" else forkserver.command(argv, env),
+        argv if where in ("settings", "import") else forkserver.command(argv, env),
         preexec_fn=as_at_a_terminal,  # Ctrl-C's signal, even under a background job
         cwd=tmp_path,
         env=env,

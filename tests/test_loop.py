@@ -368,6 +368,7 @@ def test_trace_shows_the_request_and_the_raw_response(loop, server):
 
 INTERRUPTED_THEN_AGAIN = """
 import json, sys
+sys.path.insert(0, sys.argv[3])
 import agent, openai
 client = openai.OpenAI(base_url=sys.argv[1], api_key="none")
 messages = None
@@ -385,6 +386,7 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
     import subprocess
     import sys
 
+    import forkserver
     from conftest import ROOT, as_at_a_terminal, clean_env
 
     # The command sends Ctrl-C's signal to the agent while it waits for the command: run()
@@ -394,8 +396,11 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
         call("read_file", {"path": "x"}),
     ]
     server.add(reply(tool_calls=calls), reply("done"))
+    script = tmp_path / "person.py"
+    script.write_text(INTERRUPTED_THEN_AGAIN, encoding="utf-8")
+    argv = [sys.executable, str(script), server.url, str(tmp_path), str(ROOT)]
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED_THEN_AGAIN, server.url, str(tmp_path)],
+        forkserver.command(argv, clean_env()),  # forked from a server that has imported openai
         cwd=ROOT,
         env=clean_env(),
         preexec_fn=as_at_a_terminal,  # Ctrl-C's signal, even under a background job

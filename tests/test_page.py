@@ -6,6 +6,7 @@ import html
 import json
 import os
 import re
+import select
 import shutil
 import subprocess
 import sys
@@ -38,24 +39,107 @@ def browser():
     return CHROMIUM
 
 
-def dom(path, tmp_path, at: str = "") -> str:
-    """The page's DOM after its scripts ran, as headless Chromium dumps it; at: a #fragment."""
-    done = subprocess.run(
-        [
-            browser(),
-            "--headless",
-            "--no-sandbox",  # CI runs as root
-            "--disable-gpu",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            path.as_uri() + at,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+# What --dump-dom prints of a page (HeadlessCommandHandler in Chromium's headless mode).
+DUMP_DOM = (
+    "(document.doctype ? new XMLSerializer().serializeToString(document.doctype) + '\\n' : '')"
+    " + document.documentElement.outerHTML"
+)
+
+
+class Chromium:
+    """Headless Chromium, started at the first page this worker opens and driven over its DevTools
+    pipe (--remote-debugging-pipe). Each page opens in a new tab and is read once it has loaded,
+    its scripts run, as `chromium --headless --dump-dom` reads it; a browser started for each
+    page took about 1.1 s of CPU, a tab takes about 0.3 s."""
+
+    def __init__(self, profile: Path):
+        self.profile, self.process, self.sent = profile, None, 0
+
+    def dom(self, path: Path, at: str = "") -> str:
+        """The page's DOM after its scripts ran; at: a #fragment."""
+        if self.process is None:
+            self.start()
+        tab = self.call("Target.createTarget", url="about:blank")["targetId"]
+        session = self.call("Target.attachToTarget", targetId=tab, flatten=True)["sessionId"]
+        try:
+            self.call("Page.enable", session)
+            went = self.call("Page.navigate", session, url=path.as_uri() + at)
+            assert "errorText" not in went, went
+            self.wait_for("Page.loadEventFired", session)
+            done = self.call("Runtime.evaluate", session, expression=DUMP_DOM, returnByValue=True)
+            return done["result"]["value"]
+        finally:
+            self.call("Target.closeTarget", targetId=tab)
+            self.events.clear()
+
+    def start(self) -> None:
+        path = browser()
+        to_browser, self.commands = os.pipe()
+        self.replies, from_browser = os.pipe()
+        self.received, self.events = b"", []
+        # the browser reads the pipe's commands on its fd 3 and answers on its fd 4 (bash: dash
+        # redirects no fd above 9)
+        pipe = f'exec "$0" "$@" 3<&{to_browser} 4>&{from_browser}'
+        command = ["bash", "-c", pipe, path, "--headless", "--remote-debugging-pipe"]
+        command += ["--no-sandbox", "--disable-gpu", f"--user-data-dir={self.profile}"]  # as root
+        with open(self.profile / "stderr.txt", "wb") as stderr:
+            self.process = subprocess.Popen(
+                command,
+                pass_fds=(to_browser, from_browser),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        os.close(to_browser)
+        os.close(from_browser)
+
+    def call(self, method: str, session: str | None = None, **params) -> dict:
+        """The result of one DevTools command; the events that come before it are kept."""
+        self.sent += 1
+        command = {"id": self.sent, "method": method, "params": params}
+        if session:
+            command["sessionId"] = session
+        os.write(self.commands, json.dumps(command).encode() + b"\0")
+        while (message := self.read()).get("id") != self.sent:
+            self.events.append(message)
+        assert "error" not in message, (command, message)
+        return message["result"]
+
+    def wait_for(self, event: str, session: str) -> dict:
+        while True:
+            for message in self.events:
+                if message.get("method") == event and message.get("sessionId") == session:
+                    return message
+            self.events.append(self.read())
+
+    def read(self) -> dict:
+        """The browser's next message; fails after 60 s of silence, or if it ended."""
+        while b"\0" not in self.received:
+            ready, _, _ = select.select([self.replies], [], [], 60)
+            chunk = os.read(self.replies, 1 << 16) if ready else b""
+            assert chunk, "Chromium said nothing for 60 s, or ended: " + self.said()
+            self.received += chunk
+        message, _, self.received = self.received.partition(b"\0")
+        return json.loads(message)
+
+    def said(self) -> str:
+        """The end of what the browser wrote on stderr."""
+        return (self.profile / "stderr.txt").read_text(errors="replace")[-2000:]
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.call("Browser.close")
+            self.process.wait(timeout=60)
+            os.close(self.commands)
+            os.close(self.replies)
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory):
+    """This worker's browser, started at its first page."""
+    started = Chromium(tmp_path_factory.mktemp("chromium"))
+    yield started
+    started.close()
 
 
 def written(tmp_path, transcript) -> Path:
@@ -73,9 +157,9 @@ def written(tmp_path, transcript) -> Path:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
-def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, lesson):
+def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, lesson, chromium):
     events = transcripts.read(lesson)
-    shown = dom(written(tmp_path, lesson), tmp_path)
+    shown = chromium.dom(written(tmp_path, lesson))
     assert 'data-script="ran"' in shown  # its own script ran
     steps = [e for e in events if e["type"] == "assistant/message"]
     inner = [e for e in steps if "under" in e]  # a helper's or a summary's, nested in place
@@ -96,10 +180,10 @@ def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, le
         assert f"<b>handed off</b> to {handoff['to']}" in shown
 
 
-def test_a_pause_is_on_the_page_with_what_waits(tmp_path, loop, server):
+def test_a_pause_is_on_the_page_with_what_waits(tmp_path, loop, server, chromium):
     server.add(reply(tool_calls=[call("run_shell", {"command": "rm -rf build"}, "c1")]))
     ran = loop("go", pause=True)
-    shown = dom(written(tmp_path, ran.transcript), tmp_path)
+    shown = chromium.dom(written(tmp_path, ran.transcript))
     code = ran.events()[-1]["pending"][0]["code"]
     assert "<b>paused</b>: 1 call waits for a yes" in shown and f"code {code}: run_shell" in shown
     assert "rm -rf build" in shown
@@ -156,7 +240,7 @@ def hostile_transcript(tmp_path):
     return path
 
 
-def test_a_hostile_transcripts_page_runs_nothing_and_loads_nothing(tmp_path):
+def test_a_hostile_transcripts_page_runs_nothing_and_loads_nothing(tmp_path, chromium):
     out = written(tmp_path, hostile_transcript(tmp_path))
     source = out.read_text(encoding="utf-8")
     # the only script and style are the page's own, and the policy allows only them, by hash
@@ -175,7 +259,7 @@ def test_a_hostile_transcripts_page_runs_nothing_and_loads_nothing(tmp_path):
     ):
         assert attack not in source.replace(page.CSP, "")
     assert "\\u202e" in source and "\\x1b" in source  # shown as escapes
-    shown = dom(out, tmp_path)
+    shown = chromium.dom(out)
     assert 'data-script="ran"' in shown and "data-pwned" not in shown
     assert "&lt;script&gt;document.documentElement.dataset.pwned" in shown
 
@@ -305,14 +389,14 @@ def test_a_long_run_is_written_in_linear_time():
 @pytest.mark.parametrize(
     "lesson", [ROOT / "examples" / f"lesson-{n}.jsonl" for n in ("10", "08")], ids=lambda p: p.stem
 )
-def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson):
+def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson, chromium):
     # Lesson 10 compacts twice and lesson 08 nests a helper: at each of the run's own requests the
     # list shown is the one it sent (realworld/runs.py), in its order, none more (issue 33).
     events = transcripts.read(lesson)
     own = [r for r in runs.requests(events) if r.under is None]
     out = written(tmp_path, lesson)
     for number, request in enumerate(own, 1):
-        shown = dom(out, tmp_path, f"#request-{number}")
+        shown = chromium.dom(out, f"#request-{number}")
         assert f"request {number} (step {request.step}): {request.count} messages" in shown
         lists = shown.split('<div class="version')[1:]
         [visible_list] = [body for body in lists if not body.startswith(" hidden")]

@@ -409,7 +409,7 @@ def test_a_web_server_at_the_address_is_one_line_with_advice_that_fits(tmp_path,
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
     handler.func.log_message = lambda *args: None
     web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=web.serve_forever, daemon=True).start()
+    threading.Thread(target=web.serve_forever, args=(0.01,), daemon=True).start()
     try:
         url = f"http://127.0.0.1:{web.server_address[1]}/v1"
         client = replies.Client(replies.openai_client(url, KEY, 60))
