@@ -220,21 +220,6 @@ def taken_by(function: Callable, given: dict) -> dict:
     return {name: given[name] for name in keyword_only(function) if name in given}
 
 
-def keyword_only(function: Callable) -> tuple[str, ...]:
-    """The names of a function's keyword-only parameters, found once a tool (inspect.signature()
-    is slow); a callable that cannot be a weak key is asked every time."""
-    with contextlib.suppress(KeyError, TypeError):
-        return KEYWORD_ONLY[function]
-    named = inspect.signature(function).parameters.values()
-    found = tuple(p.name for p in named if p.kind is p.KEYWORD_ONLY)
-    with contextlib.suppress(TypeError):
-        KEYWORD_ONLY[function] = found
-    return found
-
-
-KEYWORD_ONLY = weakref.WeakKeyDictionary()  # a tool's function: its keyword-only parameters
-
-
 def check_args(name: str, arguments: str, tools: list[Tool] = DEFAULT_TOOLS) -> dict:
     """The call's arguments, checked against the schema of the tool it names among tools (what
     the run offers); ToolError says what is wrong."""
@@ -629,3 +614,18 @@ def at(folder: int | Path, name: str) -> tuple[str, int | None]:
     """(path, dir_fd) for an os function: name inside an open folder, or the whole path where
     there is no dir_fd."""
     return (name, folder) if isinstance(folder, int) else (str(Path(folder) / name), None)
+
+
+def keyword_only(function: Callable) -> tuple[str, ...]:
+    """The names of a function's keyword-only parameters, found once a tool (inspect.signature()
+    is slow); a callable that cannot be a weak key is asked every time."""
+    with contextlib.suppress(KeyError, TypeError):
+        return KEYWORD_ONLY[function]
+    named = inspect.signature(function).parameters.values()
+    found = tuple(p.name for p in named if p.kind is p.KEYWORD_ONLY)
+    with contextlib.suppress(TypeError):
+        KEYWORD_ONLY[function] = found
+    return found
+
+
+KEYWORD_ONLY = weakref.WeakKeyDictionary()  # a tool's function: its keyword-only parameters
