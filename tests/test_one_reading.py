@@ -92,13 +92,7 @@ def views_hold(path, server) -> None:
         assert history_problem(messages) is None
     every = runs.requests(events)
     # --show: before each reply, its step and the size of its request
-    shown = subprocess.run(
-        [sys.executable, str(AGENT), "--show", str(path)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    shown = show(path)
     lines = re.findall(r"\[step (\d+): the request sent (\d+) messages?\]", shown)
     assert [(int(s), int(n)) for s, n in lines] == [(r.step, r.count) for r in every]
     # the page: each of the run's own requests with its count, and the list it sent
@@ -221,13 +215,7 @@ def test_a_task_interrupted_reads_with_the_agents_answer_in_place_of_the_reply(
     os.close(terminal)
     assert process.returncode == 0, stderr
     views_hold(transcript, server)
-    shown = subprocess.run(
-        [sys.executable, str(AGENT), "--show", str(transcript)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    shown = show(transcript)
     in_place = "(no answer: interrupted by the user)"
     assert (f"[no reply: the agent answered in its place] {in_place}" in shown) == (
         where == "request"
@@ -569,3 +557,10 @@ def test_a_replay_of_a_killed_then_resumed_run_stops_its_first_turn_where_the_ki
     done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
     assert done.stdout == "done\n", done.stderr
     assert "the recorded run was stopped here" in done.stderr
+
+
+def show(path) -> str:
+    """What `agent.py --show path` prints."""
+    command = [sys.executable, str(AGENT), "--show", str(path)]
+    shown = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=60)
+    return shown.stdout
