@@ -12,37 +12,13 @@ and nothing from it reaches the environment of the commands the agent runs.
 """
 
 import argparse
-import importlib.machinery
 import importlib.util
 import os
-import sys
-import types
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
 HERE = Path(__file__).resolve().parent
-
-
-def no_folder_packages_here(name: str, path=None, target=None):
-    """A finder before Python's own (sys.meta_path): a top-level module found as a namespace
-    package, a folder without __init__, in the agent's folder is not imported. Python would take
-    one for any name nothing else has (subprocess's `try: import msvcrt`), so a folder a command or
-    write_file made there could run code at the next start (docs/safety.md)."""
-    if path is not None:
-        return None  # a submodule: its package, already imported, decides
-    spec = importlib.machinery.PathFinder.find_spec(name)
-    places = spec.submodule_search_locations if spec and spec.origin is None else None
-    if places is not None and any(Path(p).parent == HERE for p in places):
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    return spec
-
-
-# set once, at start, before python-dotenv and every module after it is imported
-sys.meta_path.insert(
-    sys.meta_path.index(importlib.machinery.PathFinder),
-    types.SimpleNamespace(find_spec=no_folder_packages_here),
-)
 
 
 def read_dotenv(path: Path) -> dict:

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import config
-from realworld import processes, sandbox
+from realworld import own, processes, sandbox
 from realworld.guards import MAX_DEPTH, clip, joined, nested_deeper, say, shorten, visible
-from realworld.protected import is_configuration, is_own_code, makes_repository
+from realworld.protected import is_configuration, makes_repository
 
 
 def _function(name: str, description: str, **parameters: str) -> dict:
@@ -81,7 +81,7 @@ def read_file(path: str, *, workdir: Path) -> str:
 def write_file(path: str, content: str, *, workdir: Path) -> str:
     """Write content to a file in the workspace, replacing it whole."""
     text, target = as_text(content), resolve(path, workdir)
-    refuse_protected(path, target, workdir)  # configuration, the agent's code: docs/safety.md
+    refuse_protected(path, target, workdir)  # configuration: docs/safety.md
     # a new file beside the old one, renamed over it once whole, with the old one's owner and rights
     with replacing(path, target, workdir) as f:
         f.write(text)
@@ -108,6 +108,8 @@ def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> s
         raise ToolError(
             "command must be one non-empty string, the command line as typed in a shell"
         )
+    if problem := own.overlap(workdir):
+        raise ToolError(problem)
     processes.adopt_orphans()
     before, process, configuration = processes.children(os.getpid()), None, None
     # Less than MAX_OUTPUT, leaving room for the timeout message and the exit status: clip()
@@ -386,6 +388,8 @@ def resolve(path: str, workdir: Path) -> Path:
     """The real path inside the workspace that path names; symlinks are followed first."""
     if not isinstance(path, str) or not path.strip() or "\0" in path:
         raise ToolError("path must be a non-empty string")
+    if problem := own.overlap(workdir):  # the agent's code, runs/ and Python are never in reach
+        raise ToolError(problem)
     root = Path(workdir).resolve()
     target = (root / path).resolve()
     if not target.is_relative_to(root):
@@ -490,8 +494,7 @@ def read_text(path: str, f) -> str:
 
 def refuse_protected(path: str, target: Path, workdir: Path) -> None:
     """ToolError for a file no tool call may write (realworld/protected.py): configuration (a .env,
-    what is inside a .git folder), the agent's own code, what would make a folder a repository, a
-    folder."""
+    what is inside a .git folder), what would make a folder a repository, a folder."""
     root = Path(workdir).resolve()
     if is_configuration(target.relative_to(root)):
         raise ToolError(
@@ -499,12 +502,6 @@ def refuse_protected(path: str, target: Path, workdir: Path) -> None:
             f"({'a .env file' if '.env' in target.name.lower() else 'inside a .git folder'}): "
             "not written, since it could send the key elsewhere or run commands later. Ask "
             "the user to edit it."
-        )
-    if is_own_code(root, target):
-        raise ToolError(
-            f"{path} is the agent's own code, or would be (a module, package or __pycache__ "
-            "Python imports from the agent's folder at its next start): not written, since it "
-            "would run outside any sandbox. Ask the user."
         )
     if makes_repository(root, target):
         raise ToolError(

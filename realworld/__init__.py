@@ -5,8 +5,10 @@ each module one job, each importing only those above it in this list (no circle)
 - guards.py: what untrusted text passes on its way to the person (escapes shown) and the model
   (the key hidden, the length bounded);
 - dialects.py: tool calls and thinking that models write as text, read back;
-- protected.py: what no tool call may change (configuration, the agent's own code), and what a
-  command made of it moved aside, never deleted;
+- own.py: what the agent keeps for itself (its folder, runs/, its Python), out of every tool's
+  reach: a workspace that overlaps it is refused;
+- protected.py: what no tool call may change in the workspace (.git, .env), and what a command
+  made of it moved aside, never deleted;
 - processes.py: a command's output read as it comes, and no process outliving its command;
 - sandbox.py: --sandbox, every command confined by the operating system;
 - replies.py: the client run() talks to: a whole, honest reply from whatever a server sends;

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import config
-from realworld import compaction, page, pauses, processes, replies, runs, sandbox, transcripts
+from realworld import compaction, own, page, pauses, processes, replies, runs, sandbox, transcripts
 from realworld.guards import hide_secrets, say, shown_url, visible
 from realworld.replay import Replay
 from tools import schemas
@@ -96,6 +96,11 @@ def command(program: Program, argv: list[str] | None) -> int:
         return 0
     if options.html:
         return write_page(recorded, options.html[1], program.system_prompt)
+    if problem := own.overlap(options.workdir):  # its code, runs/ and Python: out of reach
+        say(f"agent: {problem}")
+        return 2
+    if problem := own.make_runs():  # before any command could make it
+        say(f"agent: {problem}")
     # Never silently unsandboxed; this also fixes which bubblewrap every command will use.
     if config.SANDBOX and (problem := sandbox.problem(options.workdir)):
         say(f"agent: {problem}")

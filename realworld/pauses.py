@@ -12,12 +12,10 @@ names the calls it approves by a code made of the call itself, and a transcript 
 are not those its pause recorded is refused.
 """
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
-import secrets
 import shlex
 import subprocess
 import sys
@@ -25,7 +23,7 @@ from pathlib import Path
 
 import config
 import tools
-from realworld import runs, transcripts
+from realworld import own, runs, transcripts
 from realworld.guards import say, shorten, shown_url, visible
 
 
@@ -163,23 +161,14 @@ def seal(path, pending: list[dict], settings: dict, before: bytes | None = None)
     try:
         if before is None:
             before = Path(path).read_bytes()
-        key = pause_key()
     except (OSError, TypeError):
+        return None
+    own.make_runs()  # run() from Python: runs/ may not be made yet
+    if not (key := own.pause_key()):  # runs/ or its key is not the agent's own: no seal
         return None
     made_of = json.dumps([str(Path(path).resolve()), pending, settings], sort_keys=True)
     text = made_of.encode("utf-8", "surrogatepass") + b"\n" + before
     return hmac.new(key, text, hashlib.sha256).hexdigest()
-
-
-def pause_key() -> bytes:
-    """The key pauses are sealed with, made once in runs/ (readable by its owner only)."""
-    config.RUNS.mkdir(mode=0o700, exist_ok=True)
-    key_file = config.RUNS / ".pause-key"
-    with contextlib.suppress(FileExistsError):  # made once, by the first pause
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(secrets.token_bytes(32))
-    return key_file.read_bytes()
 
 
 def sealed_here(path, events: list[dict]) -> bool:
@@ -188,7 +177,8 @@ def sealed_here(path, events: list[dict]) -> bool:
     start (a result recorded after it, forged or of a killed run, is not covered)."""
     pause = last_end(events)
     ends = [i for i, e in enumerate(events) if e["type"] == "turn/end" and "under" not in e]
-    if not isinstance(pause.get("seal"), str) or pause.get("seal") in spent():
+    spent = own.spent()  # None where it cannot be read: no seal is taken
+    if not isinstance(pause.get("seal"), str) or spent is None or pause["seal"] in spent:
         return False
     if any(e["type"] != "run/resume" for e in events[ends[-1] + 1 :]):
         return False
@@ -214,24 +204,6 @@ def bytes_before(raw: bytes, index: int) -> bytes | None:
             count += 1
         at += len(line)
     return None
-
-
-def spent() -> set[str]:
-    """The seals of pauses already gone on from (runs/.pauses-done): each is taken once."""
-    try:
-        return set((config.RUNS / ".pauses-done").read_text(encoding="ascii").split())
-    except (OSError, ValueError):
-        return set()
-
-
-def spend(pause_seal: str) -> None:
-    """Record that a sealed pause has been gone on from: a transcript cut back to it, or another
-    copy of it, is no longer approved without its codes."""
-    with contextlib.suppress(OSError):
-        config.RUNS.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(config.RUNS / ".pauses-done", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        with os.fdopen(fd, "a", encoding="ascii") as f:
-            f.write(pause_seal + "\n")
 
 
 def code(call: dict) -> str:
@@ -398,7 +370,7 @@ def decisions(
     if reject is not None:
         chosen.update({i: reject or False for i in codes.values() if i not in approved})
     if sealed:
-        spend(pause["seal"])
+        own.spend(pause["seal"])
     return chosen
 
 

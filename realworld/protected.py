@@ -3,29 +3,23 @@
 Configuration: a .env file (AGENT_BASE_URL sends the key to whatever server it names on the next
 run), a .envrc (direnv runs it), and anything git obeys: a .git folder or file, and a folder that
 git takes for a repository (its config's core.fsmonitor runs a command whenever anyone runs git
-there). The agent's own code: whatever Python would import at the agent's next start from a folder
-inside the workspace (own_code()). write_file refuses to write either (tools.py); the sandbox makes
-those it finds read-only before a command and moves aside those the command made (sandbox.py).
+there). write_file refuses to write it (tools.py); the sandbox makes what it finds read-only before
+a command and moves aside what the command made (sandbox.py). The agent's own code is not in the
+workspace at all (realworld/own.py).
 
 What a command leaves is evidence it controls: nothing here deletes, nothing follows a path or a
 link a command wrote, and a file a command could have made is read with bounds (read_bounded()).
 """
 
 import contextlib
-import importlib.machinery
 import os
 import secrets
-import site
 import stat
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import config
-
 MAX_FOLDERS = 10_000  # folders a scan of the workspace reads at the most
 MAX_ENTRIES = 1_000_000  # entries (files, folders, links) a scan reads at the most
-MAX_CODE = 2_000  # importable entries of one folder the sandbox keeps read-only at the most
 CONFIG_BYTES = 64 * 1024  # of a repository's config, read at the most
 MOVED = ".agent-moved"  # where what a command planted is moved to, inside the workspace
 
@@ -217,134 +211,6 @@ def read_bounded(path: Path, limit: int = CONFIG_BYTES) -> str:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return ""
         return f.read(limit).decode("utf-8", errors="replace")
-
-
-# --- The agent's own code: what Python imports at its next start ---------------------------------
-# python agent.py imports from its own folder first (sys.path[0]), then the standard library and
-# the environment's site-packages. In any of those folders a module, a package, a __pycache__ or a
-# .pth file runs at the next start, unsandboxed, whatever its name: a typing.py beside agent.py is
-# imported instead of the standard library's (the import system's PathFinder, and site.py for
-# .pth files). A folder without __init__ is a namespace package for any name nothing else has:
-# config.py refuses those from the agent's folder, so it stays the person's (playground/).
-
-IMPORTABLE = (*importlib.machinery.all_suffixes(), ".pth")
-
-
-def code_folders() -> list[Path]:
-    """The folders Python imports from at the agent's next start: its own folder, and sys.path's
-    (the environment's site-packages among them); not the current folder, which python agent.py
-    does not search."""
-    entries = [config.HERE, *(entry for entry in sys.path if entry)]
-    # the person's own site-packages, which Python adds at start once it exists
-    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
-    folders = []
-    for entry in [*entries, *user]:
-        with contextlib.suppress(OSError, ValueError):
-            folder = Path(entry).resolve()
-            if folder not in folders and (folder.exists() or entry in user):
-                folders.append(folder)
-    return folders
-
-
-def is_code_name(name: str) -> bool:
-    """Whether an entry of a folder Python imports from is code by its name alone: a module
-    (typing.py, typing.cpython-311-x86_64-linux-gnu.so, a sourceless typing.pyc), a .pth file or
-    __pycache__."""
-    lower = name.lower()
-    module = lower.endswith(IMPORTABLE[:-1]) and name.partition(".")[0].isidentifier()
-    return name == "__pycache__" or module or lower.endswith(".pth")
-
-
-def is_init(name: str) -> bool:
-    """Whether a file name makes its folder a package (__init__.py, __init__.pyc, ...)."""
-    return name.lower().startswith("__init__.") and is_code_name(name)
-
-
-def inits(folder: Path) -> list[Path]:
-    """The __init__ files that make a folder a regular package, as Python's FileFinder looks for
-    them: __init__ with each of its suffixes (looked up by name: a folder of a million files is
-    not listed)."""
-    names = [folder / f"__init__{suffix}" for suffix in importlib.machinery.all_suffixes()]
-    return [path for path in names if os.path.lexists(path)]
-
-
-def is_package(folder: Path) -> bool:
-    """Whether a folder is a regular package: it holds an __init__ file."""
-    return bool(inits(folder))
-
-
-def is_own_code(root: Path, target: Path) -> bool:
-    """Whether a file of the workspace (root: the workspace, both resolved) is the agent's own code,
-    or would be once written: inside a folder Python imports from that lies in the workspace, a
-    module, __pycache__ or .pth at the top of one, anything inside a package at its top, or the
-    __init__ that would make a folder there a package."""
-    for folder in code_folders():
-        if not target.is_relative_to(folder) or target == folder:
-            continue
-        if is_whole(folder, root):
-            return True
-        first, *rest = target.relative_to(folder).parts
-        package = rest and first.isidentifier() and (is_init(rest[0]) or is_package(folder / first))
-        if is_code_name(first) or package:
-            return True
-    return False
-
-
-def own_code(root: Path) -> tuple[list[Path], dict[Path, tuple], bool]:
-    """The agent's own code inside the workspace (root, resolved), for the sandbox: what to keep
-    read-only (a folder Python imports from that lies in the workspace, whole (is_whole()); of the
-    others that are, hold or lie in the workspace, each module, package, __pycache__ and .pth
-    inside the workspace, and its __init__ files); then every entry that decides what is code
-    there, code or not, path: identity (after a command, what is code and was not at its path
-    before was made by it); then whether there were few enough to keep read-only (MAX_CODE)."""
-    read_only, record, all_read = [], {}, True
-    prefix = Path(sys.prefix).resolve()  # a virtual environment inside the workspace: its python
-    if prefix != root and prefix.is_relative_to(root):
-        read_only.append(prefix)
-        record |= identities([prefix])
-    for folder in code_folders():
-        if is_whole(folder, root):
-            read_only.append(folder)  # made by a command if it was not there before
-            record |= identities([folder])
-        elif root.is_relative_to(folder) or folder.is_relative_to(root):
-            code, whole_folder = code_entries(folder, root, record)
-            read_only += code
-            all_read = all_read and whole_folder
-    return read_only, record, len(read_only) <= MAX_CODE and all_read
-
-
-def is_whole(folder: Path, root: Path) -> bool:
-    """Whether a folder Python imports from is code through and through inside the workspace:
-    one that lies in it (site-packages, a PYTHONPATH folder), but the agent's own folder, which
-    also holds the person's files (playground/)."""
-    return folder != root and folder.is_relative_to(root) and folder != config.HERE
-
-
-def code_entries(folder: Path, root: Path, record: dict) -> tuple[list[Path], bool]:
-    """The code at the top of a folder Python imports from (the workspace, or a folder that holds
-    it) that lies in the workspace, and whether the folder was read whole (at most MAX_ENTRIES);
-    record gets what decides it: each entry there and the __init__ files of its folders, path:
-    identity."""
-    code = []
-    try:
-        entries = listing(folder)
-        for count, entry in enumerate(entries):
-            if count > MAX_ENTRIES:
-                return code, False
-            path = Path(entry.path)
-            if not path.is_relative_to(root) and not root.is_relative_to(path):
-                continue  # outside the workspace: read-only in the sandbox anyway
-            # a link to a folder imports as the folder does
-            made_of = inits(path) if entry.is_dir() else []
-            if path.is_relative_to(root) and path != root:
-                record |= identities([path])
-                if is_code_name(entry.name) or (made_of and entry.name.isidentifier()):
-                    code.append(path)
-            record |= identities([p for p in made_of if p.is_relative_to(root)])
-            code += [p for p in made_of if p.is_relative_to(root) and path == root]
-    except OSError:
-        pass
-    return code, True
 
 
 # --- Moving aside: what a command planted, made harmless and kept ---------------------------------

@@ -2,12 +2,13 @@
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
 workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
-and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env,
-the agent's own code: realworld/protected.py), and what a command makes of it is moved aside when
-it ends, never deleted. A seccomp filter
-closes Unix sockets, through which a process outside (D-Bus, Docker, ssh-agent) would act for the
-command. bubblewrap itself is found once, outside the workspace. macOS has sandbox-exec, with a
-profile to the same effect. What it does not stop is in docs/safety.md (The sandbox).
+and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env:
+realworld/protected.py), and what a command makes of it is moved aside when it ends, never
+deleted. The agent's own code is outside the workspace (realworld/own.py), read-only with the
+rest. A seccomp filter closes Unix sockets, through which a process outside (D-Bus, Docker,
+ssh-agent) would act for the command. bubblewrap itself is found once, outside the workspace.
+macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
+docs/safety.md (The sandbox).
 """
 
 import functools
@@ -23,15 +24,12 @@ import config
 from realworld import processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
-    MAX_CODE,
     MAX_FOLDERS,
     configuration_in,
     hooks_folders,
-    identities,
     made_by_command,
     move_aside,
     moved_aside,
-    own_code,
 )
 
 NETWORK_FAILED = Pattern(
@@ -51,9 +49,8 @@ def start(
     before["children"] = processes.children(os.getpid())  # for finish()
     if not before["complete"]:
         raise PermissionError(
-            f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list), "
-            f"or more than {MAX_CODE:,} of Python's files at its top: the sandbox cannot keep "
-            "what git and the agent obey later read-only; use a smaller --workdir"
+            f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list): "
+            "the sandbox cannot keep what git obeys later read-only; use a smaller --workdir"
         )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
@@ -66,31 +63,26 @@ def start(
         if not bwrap:
             raise PermissionError("no bubblewrap outside the workspace: --sandbox cannot run it")
         kept = set(before["read_only"])
-        argv = [bwrap, *bwrap_options(command, root, kept, read_end, before["pinned"])]
+        argv = [bwrap, *bwrap_options(command, root, kept, read_end)]
         return subprocess.Popen(argv, pass_fds=(read_end,), **options), before
     finally:
         os.close(read_end)
 
 
 def record(root: Path) -> dict:
-    """What the workspace holds before a command: the configuration and the agent's own code to
-    keep read-only, and every entry that bears their names, path: identity, which finish() holds
-    what the command left against."""
+    """What the workspace holds before a command: the configuration to keep read-only, and every
+    entry that bears its names, path: identity, which finish() holds what the command left
+    against."""
     found, seen, complete = configuration_in(root)
-    code, code_seen, few = own_code(root)
     planted = moved_aside(root)
-    kept = [*found, *hooks_folders(root, found, planted), *code, *planted]
+    kept = [*found, *hooks_folders(root, found, planted), *planted]
     persons = {p: i for p, i in found.items() if not any(p.is_relative_to(q) for q in planted)}
-    here = config.HERE
     return {
-        # the agent's folder and those above it in the workspace, bound where they are: a mount
-        # cannot be renamed, so none can be swapped for a link to a folder a command wrote
-        "pinned": [p for p in [here, *here.parents] if p != root and p.is_relative_to(root)],
         "read_only": [p for p in kept if bindable(p, root)],
         # the person's own configuration, which a command may move but not make
         "protected": persons,
-        "seen": {**seen, **code_seen},
-        "complete": complete and few,
+        "seen": seen,
+        "complete": complete,
     }
 
 
@@ -106,11 +98,8 @@ def bindable(path: Path, root: Path) -> bool:
         return False
 
 
-def bwrap_options(
-    command: str, root: Path, read_only: set[Path], seccomp_fd: int, pinned: list[Path] = ()
-) -> list[str]:
-    """bubblewrap's options that run command in the sandbox, in the workspace; pinned: folders
-    bound writable where they are, so that they cannot be renamed."""
+def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: int) -> list[str]:
+    """bubblewrap's options that run command in the sandbox, in the workspace."""
     hidden = []
     for path in hidden_files(root):
         hidden += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
@@ -125,7 +114,6 @@ def bwrap_options(
         *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
         *[arg for path in kept for arg in ("--ro-bind", path, path)],
         *("--bind", str(root), str(root)),
-        *[arg for path in sorted(pinned) for arg in ("--bind", str(path), str(path))],
         *protected,
         *hidden,
         "--unshare-all",
@@ -137,27 +125,25 @@ def bwrap_options(
 
 
 def hidden_files(root: Path) -> list[Path]:
-    """The agent's own .env and transcripts: hidden from every command, unless they are the
-    workspace itself."""
-    return [path for path in (config.HERE / ".env", config.RUNS) if path.exists() and root != path]
+    """The agent's own .env and transcripts, outside the workspace (realworld/own.py): hidden from
+    every command."""
+    return [path for path in (config.HERE / ".env", config.RUNS) if path.exists()]
 
 
 def finish(workdir: Path, before: dict) -> str:
     """After a sandboxed command: move aside what it made in the workspace that git or the agent
-    would obey outside the sandbox (a .git, a repository's pieces, a .env, a module beside
-    agent.py), and say where it went. Made is judged against the record taken before the command
-    (record()): what stood at its path then, as that same file or folder, was the person's and
-    stays; what the command only moved of the person's configuration stays where it went, and is
-    said. Nothing is deleted, and no path the command wrote (hooksPath, a gitdir: file, a link) is
-    followed."""
+    would obey outside the sandbox (a .git, a repository's pieces, a .env), and say where it went.
+    Made is judged against the record taken before the command (record()): what stood at its path
+    then, as that same file or folder, was the person's and stays; what the command only moved of
+    the person's configuration stays where it went, and is said. Nothing is deleted, and no path
+    the command wrote (hooksPath, a gitdir: file, a link) is followed."""
     # bubblewrap exits as soon as the command has, while the kernel still ends the sandbox's other
     # processes: its first one, left to the agent, ends last. Once reaped, none is left.
     processes.wait_ended(processes.children(os.getpid()) - before.get("children", set()))
     root = Path(workdir).resolve()
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
-    code = identities(own_code(root)[0])  # what is code now; a file that is not code is not judged
     planted = moved_aside(root)  # already moved aside: left there
-    made = made_by_command(before["seen"], {**after, **code})
+    made = made_by_command(before["seen"], after)
     made = [p for p in made if not any(p.is_relative_to(q) for q in planted)]
     # moved, not made: the same file or folder, by device, inode and time of change (a piece the
     # person had is bound read-only, so only what holds it can move)

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import config
+from realworld import own
 from realworld.guards import MAX_DEPTH, hide_secrets, nested_deeper, say
 
 # The fields each event needs for --show, --replay and --resume.
@@ -103,8 +104,8 @@ def open_file(path: Path | None, mode: str = "x"):
     It holds all the agent read, so it is readable by its owner only, as shell history is, and so is
     the runs/ folder. It is locked while in use: TranscriptError if another agent is writing it."""
     if path is None:
-        config.RUNS.mkdir(mode=0o700, exist_ok=True)
-        config.RUNS.chmod(0o700)
+        if own.make_runs():  # the command line said why, at start
+            raise TranscriptError("no transcript is kept there: give --transcript FILE elsewhere")
         path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if mode == "x" else 0)

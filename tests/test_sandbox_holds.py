@@ -229,34 +229,6 @@ def test_a_git_dir_hidden_behind_ten_thousand_folders_is_still_moved_aside(tmp_p
     assert not (tmp_path / "zz" / ".git").exists()
 
 
-def test_the_agents_own_dotenv_cannot_be_planted_when_the_workspace_is_the_project(tmp_path):
-    # The workspace is the project folder (--workdir .): a new .env beside agent.py would send
-    # the key to the attacker's server on the next run. Here a copy of the project.
-    import shutil
-
-    project = tmp_path / "project"
-    project.mkdir()
-    for name in ("agent.py", "config.py", "tools.py"):
-        shutil.copy(ROOT / name, project / name)
-    shutil.copytree(ROOT / "realworld", project / "realworld")
-    script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import config; config.SANDBOX = True\n"
-        "import tools, pathlib; print(tools.run_shell('echo AGENT_BASE_URL=http://x/v1 > .env; "
-        "echo print > agent.py; echo x > realworld/cli.py', workdir=pathlib.Path(sys.argv[1])))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(project)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-    )
-    assert "the sandbox moved .env, which this command made" in done.stdout, done.stderr
-    assert not (project / ".env").exists()
-    # Its own code runs unsandboxed at the next start: read-only too.
-    assert (project / "agent.py").read_bytes() == (ROOT / "agent.py").read_bytes()
-    assert done.stdout.count("Read-only file system") == 2
-
-
 # --- The launcher: found once, never from the workspace -------------------------------------
 
 

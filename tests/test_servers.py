@@ -15,6 +15,11 @@ from scripted_server import Error, Hang, Stream, Trickle, call, reply
 import agent as agent_module
 from realworld import replies
 
+try:  # the HTTP library the openai package is built on: httpx2 from openai 3 on, httpx before
+    import httpx2 as httpx
+except ImportError:
+    import httpx
+
 DSML = "\uff5cDSML\uff5c"  # DeepSeek's fullwidth bars
 
 
@@ -329,8 +334,9 @@ def test_refused_connection_is_one_line_naming_the_address(tmp_path, capsys):
 
 
 def test_a_timeout_is_explained_in_one_line():
-    # the request rides along
-    explained = replies.explain(openai.APITimeoutError(request=None), "http://h/v1", "m")
+    # the request rides along (openai 3 reads its headers, so it is a real one)
+    request = httpx.Request("POST", "http://h/v1/chat/completions")
+    explained = replies.explain(openai.APITimeoutError(request=request), "http://h/v1", "m")
     assert explained.startswith("the request to http://h/v1 timed out")
     assert "\n" not in explained
 

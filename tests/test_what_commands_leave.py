@@ -1,29 +1,21 @@
 """Nothing a sandboxed command leaves turns the agent against the person (issue 32): the cleanup
 after it never deletes, never follows a path or a link the command wrote, reads what the command
-could have made only with bounds, and the agent's own code is whatever Python would import at its
-next start, whatever its name. On the real bubblewrap.
+could have made only with bounds. On the real bubblewrap.
 
 Sources: git-config(1) (core.hooksPath "relative paths are taken as relative to the directory where
 the hooks are run"; core.fsmonitor), gitrepository-layout(5) (a .git file's "gitdir: <path>"),
 git's setup.c is_git_directory(); open(2) (O_NOFOLLOW, O_NONBLOCK: a FIFO opens at once, no
-writer needed), fifo(7); rename(2) (a rename within one file system; EBUSY for a mount point);
-Python's import system (the PathFinder: sys.path[0] first, a regular package before a namespace
-portion, __pycache__/NAME.cpython-XY.pyc, sourceless .pyc, extension suffixes) and site(7)/site.py
-(.pth files in site-packages run their import lines).
+writer needed), fifo(7); rename(2) (a rename within one file system; EBUSY for a mount point).
 """
 
-import base64
 import json
 import os
-import shlex
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, clean_env
 
 import config
 import tools
@@ -255,125 +247,6 @@ def test_the_persons_own_repository_moved_by_the_command_stays_where_it_went(tmp
     assert "this command moved configuration to proj2/.env, proj2/.git" in result
 
 
-# --- The agent's own code: whatever Python would import at its next start -------------------------
-# The workspace holds the agent (--workdir .). Each plant ran unsandboxed at the next start.
-
-CODE_PLANTS = {
-    "a typing.py beside agent.py": "typing.py",
-    "a forged config bytecode": "__pycache__/config.cpython-{v}.pyc",
-    "a package that shadows python-dotenv": "dotenv/__init__.py",
-    "an __init__ that makes a folder a package": "examples/__init__.py",
-    "a sourceless json.pyc": "json.pyc",
-    "a line on top of a module the agent has": "realworld/replay.py",
-}
-
-
-def project_copy(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    for name in ("agent.py", "config.py", "tools.py"):
-        shutil.copy(ROOT / name, project / name)
-    shutil.copytree(ROOT / "realworld", project / "realworld")
-    (project / "examples").mkdir()
-    return project
-
-
-def agent_help(project: Path) -> subprocess.CompletedProcess:
-    """python agent.py --help in project, by a new interpreter: the next start."""
-    command = [sys.executable, str(project / "agent.py"), "--help"]
-    return subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=60)
-
-
-def planting(name: str, marker: Path) -> str:
-    """A shell command that writes name (a module, or its bytecode) so that importing it touches
-    marker; a module the agent has gets the line on its top."""
-    version = f"{sys.version_info.major}{sys.version_info.minor}"
-    target = name.format(v=version)
-    code = f"import pathlib; pathlib.Path({str(marker)!r}).touch()\n"
-    program = (
-        "import base64, os, pathlib, py_compile, sys\n"
-        "target, code = pathlib.Path(sys.argv[1]), base64.b64decode(sys.argv[2]).decode()\n"
-        "target.parent.mkdir(parents=True, exist_ok=True)\n"
-        "if target.suffix == '.pyc':\n"
-        "    pathlib.Path('/tmp/m.py').write_text(code)\n"
-        "    py_compile.compile('/tmp/m.py', cfile=str(target), doraise=True)\n"
-        "else:\n"
-        "    old = target.read_text() if target.exists() else ''\n"
-        "    target.write_text(code + old)\n"
-    )
-    encoded = base64.b64encode(code.encode()).decode()
-    return f"{sys.executable} -c {shlex.quote(program)} {target} {encoded}"
-
-
-@sandboxed_only
-@pytest.mark.parametrize("plant", sorted(CODE_PLANTS))
-def test_code_a_command_plants_beside_the_agent_never_runs_at_its_next_start(tmp_path, plant):
-    project = project_copy(tmp_path)
-    marker = tmp_path / "PWNED"
-    script = (
-        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import config; "
-        "config.SANDBOX = True\nimport tools\n"
-        "print(tools.run_shell(sys.argv[2], workdir=pathlib.Path(sys.argv[1])))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(project), planting(CODE_PLANTS[plant], marker)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    started = agent_help(project)
-    assert started.returncode == 0, started.stderr
-    assert not marker.exists(), done.stdout
-    assert "Read-only file system" in done.stdout or "the sandbox moved" in done.stdout
-
-
-OWN_CODE = [
-    "config.py",
-    "typing.py",
-    "__pycache__/tools.cpython-311.pyc",
-    "realworld/new.py",
-    "dotenv/__init__.py",
-    "examples/__init__.py",
-    "local.pth",
-    "json.cpython-311-x86_64-linux-gnu.so",
-    "a.pyc",
-]
-NOT_CODE = ["playground/add.py", "notes.txt", "examples/lesson.py", "my-notes.py", "data/x.py"]
-
-
-@pytest.mark.parametrize("path", OWN_CODE + NOT_CODE)
-def test_write_file_refuses_the_agents_own_code_whatever_its_name(tmp_path, monkeypatch, path):
-    project = project_copy(tmp_path)
-    monkeypatch.setattr(config, "HERE", project)
-    (project / "playground").mkdir()
-    (project / "data").mkdir()
-    (project / "examples" / "lesson.txt").write_text("x")
-    arguments = json.dumps({"path": path, "content": "x = 1\n"})
-    result, ok = tools.run_call(
-        "write_file", arguments, tools.DEFAULT_TOOLS, {"workdir": project, "yes": False}
-    )
-    assert ok is (path in NOT_CODE), result
-    assert (project / path).exists() is (path in NOT_CODE) or path == "config.py"
-    if not ok:
-        assert "the agent's own code" in result
-    if path == "config.py":
-        assert (project / "config.py").read_bytes() == (ROOT / "config.py").read_bytes()
-
-
-def test_write_file_in_the_playground_is_the_persons_when_the_agent_is_above(tmp_path, monkeypatch):
-    # The default: the workspace is playground/ inside the agent's folder.
-    project = project_copy(tmp_path)
-    monkeypatch.setattr(config, "HERE", project)
-    (project / "playground").mkdir()
-    for path, expected in (("add.py", True), ("typing.py", True), ("__init__.py", False)):
-        arguments = json.dumps({"path": path, "content": "x"})
-        given = {"workdir": project / "playground", "yes": False}
-        _result, ok = tools.run_call("write_file", arguments, tools.DEFAULT_TOOLS, given)
-        assert ok is expected, path
-
-
 # --- Members a fresh pair of eyes found --------------------------------------------------------
 # Each was a way round one of the rules above; the rule, not the member, is what changed.
 
@@ -449,31 +322,6 @@ def test_a_name_that_is_not_utf_8_reaches_the_model_as_text(tmp_path):
     result.encode("utf-8")  # no lone surrogate: every later request can carry it
 
 
-# Python takes a folder without __init__ as a namespace package for any name nothing else has:
-# subprocess's `try: import msvcrt` on Linux, then `from _winapi import CREATE_NEW_CONSOLE` imports
-# the submodule _winapi/CREATE_NEW_CONSOLE.py (PEP 420; Lib/subprocess.py).
-NAMESPACE_PLANT = {
-    "msvcrt/README.txt": "x\n",
-    "_winapi/CREATE_NEW_CONSOLE.py": "import pathlib; pathlib.Path(MARKER).touch()\n",
-}
-
-
-def test_a_folder_without_init_beside_the_agent_is_never_imported(tmp_path, monkeypatch):
-    project = project_copy(tmp_path)
-    monkeypatch.setattr(config, "HERE", project)
-    marker = tmp_path / "PWNED"
-    for path, content in NAMESPACE_PLANT.items():
-        arguments = json.dumps(
-            {"path": path, "content": content.replace("MARKER", repr(str(marker)))}
-        )
-        tools.run_call(
-            "write_file", arguments, tools.DEFAULT_TOOLS, {"workdir": project, "yes": False}
-        )
-    assert (project / "_winapi" / "CREATE_NEW_CONSOLE.py").exists()  # written: not code by name
-    started = agent_help(project)
-    assert started.returncode == 0 and not marker.exists(), started.stderr
-
-
 @sandboxed_only
 @pytest.mark.parametrize(
     "plant",
@@ -493,34 +341,6 @@ def test_a_plant_inside_a_folder_git_takes_for_a_repository_is_moved_too(tmp_pat
     assert "the sandbox moved " in result
     left = [p for p in workspace.rglob("*") if ".agent-moved" not in p.parts]
     assert not any(p.name in (".git", ".env") for p in left), left
-
-
-@sandboxed_only
-def test_the_agents_folder_in_the_workspace_cannot_be_swapped_for_a_link(tmp_path):
-    workspace = tmp_path / "work"
-    workspace.mkdir()
-    project = project_copy(workspace)  # the workspace holds the agent, one folder down
-    marker = tmp_path / "PWNED"
-    swap = (
-        f"mv project project-old && cp -r project-old evil && "
-        f"sed -i '1i import pathlib; pathlib.Path({str(marker)!r}).touch()' evil/agent.py && "
-        "ln -s evil project"
-    )
-    script = (
-        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import config; "
-        "config.SANDBOX = True\nimport tools\n"
-        "print(tools.run_shell(sys.argv[2], workdir=pathlib.Path(sys.argv[3])))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(project), swap, str(workspace)],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert agent_help(project).returncode == 0 and not marker.exists(), done.stdout
-    assert project.is_dir() and not project.is_symlink()
 
 
 @sandboxed_only
