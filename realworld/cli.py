@@ -124,7 +124,7 @@ def command(program: Program, argv: list[str] | None) -> int:
         options.workdir.mkdir(parents=True, exist_ok=True)
         transcript = transcripts.open_run(options.transcript, options.resume, recorded)
     except (OSError, transcripts.TranscriptError) as e:
-        say(f"agent: {e.strerror}: {e.filename}" if isinstance(e, OSError) else f"agent: {e}")
+        say(f"agent: {transcripts.refused(e)}" if isinstance(e, OSError) else f"agent: {e}")
         return 2
     if options.resume and transcripts.as_it_is(options.resume) != as_read:  # locked now
         transcript.close()
@@ -149,11 +149,13 @@ def command(program: Program, argv: list[str] | None) -> int:
 
 
 def write_page(recorded: list[dict], path, system_prompt: str) -> int:
-    """--html: the transcript as one page; the exit status."""
+    """--html: the transcript as one page, in a new file (transcripts.create()); the exit status."""
+    made = page.page(recorded, system_prompt)
     try:
-        path.write_text(page.page(recorded, system_prompt), encoding="utf-8")
+        with open(transcripts.create(path), "w", encoding="utf-8") as f:
+            f.write(made)
     except OSError as e:
-        say(f"agent: cannot write the page: {e.strerror}: {e.filename}")
+        say(f"agent: cannot write the page: {transcripts.refused(e)}")
         return 2
     say(f"agent: wrote {path}; open it in a browser")
     return 0

@@ -108,8 +108,7 @@ def open_file(path: Path | None, mode: str = "x"):
             raise TranscriptError("no transcript is kept there: give --transcript FILE elsewhere")
         path = config.RUNS / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}.jsonl"
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if mode == "x" else 0)
-    fd = os.open(path, flags, 0o600)
+    fd = create(path) if mode == "x" else os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
         lock(fd)
     except OSError:
@@ -121,6 +120,23 @@ def open_file(path: Path | None, mode: str = "x"):
     # written as a JSON escape.
     # .name: the path
     return open(path, "a", encoding="utf-8", errors="backslashreplace", opener=lambda *_: fd)
+
+
+def create(path: Path) -> int:
+    """A new file at path, owner-only, open for writing: every file the agent writes as its own
+    output (a transcript, an --html page) is made here. Nothing that stands at path is replaced
+    or opened: a file, a directory, a FIFO (no wait for a reader), a hard link, a symlink whether
+    its target exists or not (O_EXCL: the link is never followed, its target never made); each is
+    FileExistsError, which refused() words."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+
+def refused(e: OSError) -> str:
+    """What the agent says when it cannot make or open a file of its own output: one line."""
+    if isinstance(e, FileExistsError):
+        return f"{e.filename} exists already: the agent never replaces a file; give a new name"
+    return f"{e.strerror}: {e.filename}"
 
 
 def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
