@@ -270,7 +270,7 @@ def test_the_lessons_pages_are_made_from_the_lessons(tmp_path):
     for lesson in LESSONS:
         committed = PAGES / f"{lesson.stem}.html"
         made = page.page(transcripts.read(lesson), SYSTEM_PROMPT)
-        again = f"python agent.py --html examples/{lesson.name} docs/lessons/{committed.name}"
+        again = f"rm {committed}; python agent.py --html examples/{lesson.name} {committed}"
         assert committed.read_text(encoding="utf-8") == made, f"make it again: {again}"
         assert f"(docs/lessons/{lesson.stem}.html)" in readme
     assert "![" in readme and "(docs/lesson-01.png)" in readme
