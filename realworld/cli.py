@@ -163,12 +163,16 @@ def write_page(recorded: list[dict], path, system_prompt: str) -> int:
 
 def decided(options, recorded: list[dict]) -> dict | None:
     """What --approve and --reject say of the resumed transcript's waiting calls; None when the
-    run is not going on from a pause."""
+    run is not going on from a pause. A resume of a paused run, however it would go on (asked at
+    a terminal, paused again, --yes), goes on only with the settings of its pause: NotApproved
+    before anything is sent or written."""
+    settings = pauses.settings_of(options.model, options.workdir, options.base_url)
     if options.approve is None and options.reject is None:
+        if options.resume and pauses.last_end(recorded).get("status") == "paused":
+            pauses.same_settings(options.resume, recorded, settings)
         return {} if options.resume and pauses.is_paused(recorded) else None
     if not options.resume:
         raise pauses.NotApproved("--approve and --reject go with --resume TRANSCRIPT")
-    settings = pauses.settings_of(options.model, options.workdir, options.base_url)
     return pauses.decisions(options.resume, recorded, options.approve, options.reject, settings)
 
 

@@ -307,6 +307,15 @@ def other_settings(recorded, now: dict, sealed: bool) -> str | None:
     return f"{whose} with other settings ({', '.join(differ)}); nothing was run: give {give}"
 
 
+def same_settings(path, events: list[dict], now: dict, sealed: bool | None = None) -> None:
+    """NotApproved, in one line that says what to give, where the last pause of the transcript at
+    path ran with other settings than now (settings_of() for this run): the one check every way
+    on from a pause passes, with or without --approve. sealed: sealed_here(), if known."""
+    sealed = sealed_here(path, events) if sealed is None else sealed
+    if other := other_settings(last_end(events).get("settings"), now, sealed):
+        raise NotApproved(other)
+
+
 def quoted(text: str) -> str:
     """text as one word for the person's shell: cmd.exe on Windows, a POSIX shell elsewhere."""
     return subprocess.list2cmdline([text]) if os.name == "nt" else shlex.quote(text)
@@ -347,8 +356,7 @@ def decisions(
             )
             + ": approve the calls by the codes --show prints (--approve CODE ...)"
         )
-    if other := other_settings(pause.get("settings"), settings, sealed):
-        raise NotApproved(other)
+    same_settings(path, events, settings, sealed)
     codes = {code(c): c["id"] for c in calls}
     answered = {code(c) for c in last_calls(messages)} - set(codes)
     for given in approve or []:
