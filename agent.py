@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import config
 from realworld import compaction, dialects, pauses, replies, transcripts
-from realworld.guards import say, shorten
+from realworld.guards import clip, say, shorten
 from tools import DEFAULT_TOOLS, declined, run_call, schemas
 
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
@@ -79,10 +79,11 @@ def run(
     if messages is None:
         messages = [{"role": "system", "content": SYSTEM_PROMPT}]
     record_start(messages, tools, transcript)  # where the transcript holds nothing yet
+    ran = {}  # what each call returned, by its id, the moment it returned (tools.run_call())
     try:
         client = replies.wrap(client, budget)  # none given: the settings' server (SDK loads)
         # what a tool may be given by naming it: workdir (the three), the run itself (lesson 08's)
-        given = {"workdir": workdir, "yes": yes, "client": client, "model": model}
+        given = {"workdir": workdir, "yes": yes, "client": client, "model": model, "ran": ran}
         given |= {"messages": messages, "tools": tools, "transcript": transcript}
         # A paused run goes on where it stopped: the calls it left open are answered first.
         if outcome := go_on(messages, approvals or {}, tools, given, pause, transcript):
@@ -121,7 +122,7 @@ def run(
         trim_traceback(e)  # Ctrl-C: shown stopping this loop, not inside a library
         raise
     finally:  # every exit: each call answered, and the task, so a server accepts the history
-        finish(messages, outcome, transcript, model, workdir, client)
+        finish(messages, outcome, transcript, model, workdir, client, ran)
     return outcome
 
 
@@ -240,8 +241,11 @@ def trim_traceback(e: BaseException) -> None:
         e.__suppress_context__ = True
 
 
-def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workdir, client) -> None:
-    """Answer every call still open (a pause leaves them for the person), and the task if no
+def finish(
+    messages: list[dict], outcome: Outcome, transcript, model: str, workdir, client, ran: dict
+) -> None:
+    """Answer every call still open (a pause leaves them for the person): one that ran (in ran,
+    what it returned) with its result, the others with why the run stopped; the task too if no
     reply came to it; say why the run stopped, record the end. A pause records the settings the
     run had, sealed with the whole conversation: going on needs the same."""
     reason = (
@@ -256,6 +260,11 @@ def finish(messages: list[dict], outcome: Outcome, transcript, model: str, workd
             transcript, "turn/end", status="paused", pending=pending, settings=settings, **sealed
         )
         return
+    for call in pauses.open_calls(messages)[:1]:  # the one run when the run stopped, if it ran
+        if call["id"] in ran:
+            result, ok = ran[call["id"]]
+            tool_message = {"role": "tool", "tool_call_id": call["id"], "content": clip(result)}
+            add(messages, tool_message, transcript, name=call["function"]["name"], ok=ok)
     pauses.close_open_calls(messages, reason, transcript)
     if outcome.status != "context_full":  # that one goes again once compacted (realworld/cli.py)
         pauses.close_open_task(messages, outcome.text, transcript)

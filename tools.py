@@ -194,6 +194,10 @@ def run_call(
     a keyword-only parameter (workdir for the three; a program's own tool may name the rest of the
     run: messages, tools, client, model, yes, transcript); yes: run a command without asking."""
     say(f"  → {name}({shorten(arguments, 120)})")
+    # What a call returned is kept the moment it returns, in the same statement (run()'s "ran",
+    # by the call's id): q in pdb, Ctrl-C or a signal after it cannot make it a call not run.
+    ran, key = given.get("ran", {}), in_flight(given.get("messages"), name, arguments)
+    ran.clear()  # the call before has its tool message by now: one result kept, not every one
     try:
         args = check_args(name, arguments, tools)
         if name == "run_shell" and not given["yes"]:
@@ -204,17 +208,32 @@ def run_call(
             consent(args["command"])
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
-        result, ok = tool_map[name](**args, **kwargs), True
+        result, ok = ran[key] = tool_map[name](**args, **kwargs), True
     except ToolError as e:
-        result, ok = f"error: {e}", False
+        result, ok = ran[key] = f"error: {e}", False
     except Exception as e:  # a bug or an OS error in a tool is news for the model, not a crash
         if type(e).__module__ == "bdb":  # q in pdb: the person leaves the debugger; no tool failed
             raise
-        result, ok = f"error: {type(e).__name__}: {e}", False
+        result, ok = ran[key] = f"error: {type(e).__name__}: {e}", False
     # the key hidden (a file or a command may show it), at most MAX_OUTPUT long
     result = clip(result)
     say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
     return result, ok
+
+
+def in_flight(messages: list[dict] | None, name: str, arguments: str) -> str | None:
+    """The id of the call run_call() runs: the first call of the last reply that has no tool
+    message yet (run() answers a reply's calls in their order), where it is this name and these
+    arguments; None otherwise (run_call() called on its own)."""
+    messages = messages or []
+    last = next((i for i in reversed(range(len(messages))) if messages[i]["role"] != "tool"), -1)
+    if last < 0 or messages[last]["role"] != "assistant":
+        return None
+    answered = {m.get("tool_call_id") for m in messages[last + 1 :]}
+    calls = [c for c in messages[last].get("tool_calls") or [] if c["id"] not in answered]
+    function = calls[0]["function"] if calls else {}
+    same = (function.get("name"), function.get("arguments")) == (name, arguments)
+    return calls[0]["id"] if same else None
 
 
 def taken_by(function: Callable, given: dict) -> dict:
