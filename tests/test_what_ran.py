@@ -13,10 +13,12 @@ own handlers in place."""
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import forkserver
 import pytest
-from conftest import AGENT, ROOT, clean_env, events_of, pdb_replay, posix_only
+from conftest import AGENT, KEY, ROOT, clean_env, events_of, pdb_replay, posix_only
+from scripted_server import call, reply
 
 TOOLS = ROOT / "tools.py"
 LESSON_02 = ROOT / "examples" / "lesson-02.jsonl"
@@ -95,28 +97,33 @@ WHERE = {
     # run_call() has the result, not yet clipped nor shown
     "after the tool, in run_call()": ("run_call", "result = clip(result)", TOOLS, 0),
     # the first line of write_file's body, before it writes: the tool is running
+    # an approved call, run where a paused run goes on: go_on() has the result (the line after
+    # its else: branch)
+    "after an approved call, in go_on()": ("go_on", "result, ok = declined(", AGENT, 1),
     "in the tool": ("write_file", '"""Write content to a file in the workspace', TOOLS, 1),
 }
 
 
-def stopped(tmp_path, where: str, how: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+def stopped(
+    tmp_path, where: str, how: str, *args: str, env: dict | None = None
+) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    """agent.py stopped at where by how, replaying lesson 02 (or with args: those, and the
+    transcript they name); what it did and its transcript's events."""
     folder = tmp_path / "person"  # not the workspace's folder: it is on sys.path
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     script = folder / "stopper.py"
     script.write_text(STOPPER, encoding="utf-8")
     function, text, path, after = WHERE[where]
     transcript = tmp_path / "run.jsonl"
-    argv = [
-        sys.executable,
-        str(script),
-        str(ROOT),
-        function,
-        str(line_after(text, path, after)),
-        how,
-    ]
-    argv += ["--replay", str(LESSON_02), "--workdir", str(tmp_path / "work")]
-    argv += ["--transcript", str(transcript)]
-    env = clean_env()
+    line = str(line_after(text, path, after))
+    argv = [sys.executable, str(script), str(ROOT), function, line, how]
+    if args:
+        argv += args
+        transcript = Path(args[args.index("--resume") + 1])
+    else:
+        argv += ["--replay", str(LESSON_02), "--workdir", str(tmp_path / "work")]
+        argv += ["--transcript", str(transcript)]
+    env = env or clean_env()
     done = subprocess.run(
         forkserver.command(argv, env),
         cwd=tmp_path,
@@ -155,3 +162,21 @@ def test_an_interruption_while_the_tool_runs_is_recorded_as_interrupted(tmp_path
     (second,) = results(events, "call_02")
     assert second["ok"] is False and second["content"].startswith("interrupted by")
     assert not (tmp_path / "work" / "greeting.txt").exists()
+
+
+@posix_only
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_an_approved_call_that_ran_before_an_interruption_is_recorded_as_it_ran(
+    agent, server, tmp_path, how
+):
+    server.add(reply(tool_calls=[call("run_shell", {"command": "echo hi > ran"}, "c1")]))
+    made = agent("go")
+    assert made.returncode == 4, made.stderr
+    words = ["--base-url", server.url, "--workdir", str(agent.workdir), "--model", "test-model"]
+    words += ["--resume", str(made.transcript), "--approve"]
+    env = clean_env(AGENT_API_KEY=KEY)
+    done, events = stopped(tmp_path, "after an approved call, in go_on()", how, *words, env=env)
+    assert done.returncode == STATUS[how], done.stderr
+    (result,) = results(events, "c1")
+    assert (result["ok"], result["content"]) == (True, "(no output)"), done.stderr
+    assert (agent.workdir / "ran").read_text() == "hi\n" and len(server.requests) == 1
