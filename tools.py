@@ -225,14 +225,14 @@ def in_flight(messages: list[dict] | None, name: str, arguments: str) -> str | N
     """The id of the call run_call() runs: the first call of the last reply that has no tool
     message yet (run() answers a reply's calls in their order), where it is this name and these
     arguments; None otherwise (run_call() called on its own)."""
-    messages = messages or []
-    last = next((i for i in reversed(range(len(messages))) if messages[i]["role"] != "tool"), -1)
-    if last < 0 or messages[last]["role"] != "assistant":
-        return None
-    answered = {m.get("tool_call_id") for m in messages[last + 1 :]}
-    calls = [c for c in messages[last].get("tool_calls") or [] if c["id"] not in answered]
-    function = calls[0]["function"] if calls else {}
-    same = (function.get("name"), function.get("arguments")) == (name, arguments)
+    try:
+        last = next(i for i in reversed(range(len(messages))) if messages[i]["role"] != "tool")
+        answered = {m["tool_call_id"] for m in messages[last + 1 :]}
+        calls = [c for c in messages[last]["tool_calls"] or [] if c["id"] not in answered]
+        function = calls[0]["function"]
+        same = (function["name"], function["arguments"]) == (name, arguments)
+    except (IndexError, KeyError, StopIteration, TypeError):
+        return None  # no open call (or no conversation of run()'s: a program's own list)
     return calls[0]["id"] if same else None
 
 
