@@ -127,17 +127,24 @@ def is_env(entry: os.DirEntry) -> bool:
 
 
 def identities(paths: list[Path]) -> dict[Path, tuple]:
-    """Each path that exists with its (device, inode, time of change), the link itself for a
-    symlink: a piece that stayed keeps all three; a file made in its place may get a freed inode
-    back (ext4 does), never the old time of change. A moved piece keeps its device and inode."""
+    """Each path that exists with its identity (identity()), the link itself for a symlink."""
     found = {}
     for path in paths:
         try:
-            status = path.lstat()
+            found[path] = identity(path)
         except OSError:
             continue
-        found[path] = (status.st_dev, status.st_ino, status.st_ctime_ns)
     return found
+
+
+def identity(path: Path) -> tuple:
+    """What an entry is, never when it changed: (device, inode, kind), and a link's target. A
+    write into a folder or a file changes its time of change, not what it is; a file made where
+    one was deleted may get the freed inode back, and is then taken for the one before: it can
+    complete no repository (every piece of one is read-only) and costs the person nothing."""
+    status = path.lstat()
+    target = os.readlink(path) if stat.S_ISLNK(status.st_mode) else None
+    return (status.st_dev, status.st_ino, stat.S_IFMT(status.st_mode), target)
 
 
 def moved_aside(root: Path) -> list[Path]:

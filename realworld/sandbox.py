@@ -145,8 +145,8 @@ def finish(workdir: Path, before: dict) -> str:
     planted = moved_aside(root)  # already moved aside: left there
     made = made_by_command(before["seen"], after)
     made = [p for p in made if not any(p.is_relative_to(q) for q in planted)]
-    # moved, not made: the same file or folder, by device, inode and time of change (a piece the
-    # person had is bound read-only, so only what holds it can move)
+    # moved, not made: the same file or folder, by device and inode (a piece the person had is
+    # bound read-only, so only what holds it can move)
     kept = set(before["protected"].values())
     moved_by_command = [p for p in made if after.get(p) in kept]
     made = [p for p in made if p not in moved_by_command]
