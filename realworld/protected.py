@@ -13,8 +13,12 @@ link a command wrote, and a file a command could have made is read with bounds (
 
 import contextlib
 import os
+import re
 import secrets
+import select
 import stat
+import subprocess
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -167,34 +171,176 @@ def made_by_command(before: dict, after: dict) -> list[Path]:
     return [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
 
 
-def hooks_folders(root: Path, found: dict, planted: list[Path]) -> list[Path]:
-    """The folders core.hooksPath names in the configs of the repositories found (husky's
-    .husky/), where they are folders strictly inside the workspace and hold no repository's work
-    tree: git runs the hooks in them. Read before a command, to keep them read-only; never used
-    to judge what a command made, and never read from a link or from what was moved aside
-    (planted). A simple read of the key; include.path is not followed."""
-    folders = []
+# --- What git's configuration names: every file it reads, every path a value names --------------
+# git-config(1): the system, global (GIT_CONFIG_GLOBAL, else $XDG_CONFIG_HOME/git/config and
+# ~/.gitconfig), local and worktree files, GIT_CONFIG_COUNT/KEY_n/VALUE_n, and every include.path
+# and includeIf.<condition>.path, relative to the file that includes it. git itself is asked
+# (config --list --show-origin) rather than its files re-read, and an include whose condition is
+# false now (onbranch:, gitdir:, hasconfig:) is followed too: it may hold later.
+
+GIT_OUTPUT = 1024 * 1024  # of what git says about one place's configuration, read at the most
+GIT_SECONDS = 10  # for one git config to answer
+MAX_CONFIG_FILES = 100  # included files followed at the most
+MAX_NAMED = 10_000  # paths the configuration names, judged at the most
+REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES")
+WORD_ENDS = re.compile(r"[\s'\"=:;,|&()<>`$!]+")  # where a path in a shell command ends
+
+
+def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[dict, bool]:
+    """Every path inside the workspace that git's configuration names, for each repository found
+    and the workspace itself: each config file git reads, and each path a value names, resolved
+    as git resolves it (against the work tree, a bare repository's folder, or the including
+    file's folder; ~ expanded). Path: identities of it and the folders above it (watch()). Not the
+    workspace, a folder holding a repository, or what is already read-only. Second: whether git
+    answered in full (in time, within bounds)."""
+    places = {root: None}
     for piece in found:
         if piece.is_symlink() or any(piece.is_relative_to(p) for p in planted):
             continue  # a link, or a config a command planted: not followed
-        # a .git folder's config, or the config piece of a folder git takes for a repository
-        config_file = piece / "config" if piece.name.lower() == ".git" else piece
-        if config_file.name.lower() != "config":
-            continue
-        worktree = piece.parent  # where git resolves a relative hooksPath (a bare one: itself)
-        for line in read_bounded(config_file).splitlines()[:10_000]:
-            key, equals, value = line.partition("=")
-            if not equals or key.strip().lower() != "hookspath":
-                continue
-            folder = Path(os.path.normpath(worktree / value.strip().strip('"')))
-            if (
-                folder != root
-                and folder.is_relative_to(root)
-                and not worktree.is_relative_to(folder)
-                and is_real_folder(folder, root)
-            ):
-                folders.append(folder)
-    return folders
+        lower = piece.name.lower()
+        if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
+            places[piece.parent] = piece.parent
+    held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
+    named, complete = set(), True
+    for place, top in places.items():
+        base = top or repository_top(git, place) or place  # where git resolves relative paths
+        entries, answered = git_config(git, place, base, ["--list"])
+        complete &= answered
+        named |= names_in(git, entries, base) | config_files(base)
+    inside = {p for p in named if p.is_relative_to(root)}
+    inside |= {Path(os.path.realpath(p)) for p in inside}  # a link of the person's leads on
+    inside = {p for p in inside if p.is_relative_to(root) and p not in held}
+    if len(inside) > MAX_NAMED:
+        return {}, False
+    judged = {}
+    for path in inside:
+        if not any(q in found or q in planted for q in (path, *path.parents)):
+            judged[path] = watch(root, path)
+    return judged, complete
+
+
+def config_files(base: Path) -> set[Path]:
+    """The global and system config files git reads where they exist (git-config(1) FILES), made
+    or not: a command that makes one in the workspace would set any value."""
+    home, env = Path.home(), os.environ
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config", "git", "config")
+    files = [env.get("GIT_CONFIG_GLOBAL") or xdg, home / ".gitconfig", env.get("GIT_CONFIG_SYSTEM")]
+    return {Path(os.path.normpath(base / os.path.expanduser(f))) for f in files if f}
+
+
+def names_in(git: str, entries: list, base: Path) -> set[Path]:
+    """The paths that config entries (origin, key, value) name, with the included files followed
+    (at most MAX_CONFIG_FILES, each asked of git); base: where git resolves a relative value."""
+    named, read, todo = set(), set(), list(entries)
+    while todo:
+        origin, key, value = todo.pop()
+        folders = [base] if origin is None else [base, origin.parent]
+        if origin is not None:
+            named.add(origin)
+        paths = {
+            Path(os.path.normpath(f / os.path.expanduser(w))) for w in words(value) for f in folders
+        }
+        named |= paths
+        if key.startswith(("include.", "includeif.")) and key.endswith(".path"):
+            for path in paths - read:
+                read.add(path)
+                if len(read) <= MAX_CONFIG_FILES and path.is_file():
+                    asked = ["--file", str(path), "--includes", "--list"]
+                    todo += git_config(git, path.parent, path.parent, asked)[0]
+    return named
+
+
+def words(value: str) -> set[str]:
+    """The value whole, and each piece of it a shell or git would take for a path (a word of a
+    command, the part after an = or a :); ~ stays, for expanduser."""
+    return {value.strip(), *WORD_ENDS.split(value)} - {""}
+
+
+def git_config(git: str, place: Path, base: Path, args: list[str]) -> tuple[list, bool]:
+    """git config ARGS --show-origin -z, run in place, as entries (origin file, relative to base
+    where relative, or None; key; value); and whether it answered in full. Bounded in time and
+    output, with no terminal; the repository is the one found there (GIT_DIR and the like unset),
+    the system config read."""
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
+    env.pop("GIT_CONFIG_NOSYSTEM", None)
+    argv = [git, "-C", str(place), "config", *args, "--show-origin", "-z"]
+    answer, complete = bounded_output(argv, env)
+    fields = answer.decode("utf-8", errors="surrogateescape").split("\0")
+    entries = []
+    for origin, pair in zip(fields[0::2], fields[1::2], strict=False):
+        key, _newline, value = pair.partition("\n")
+        file = Path(base, origin[5:]) if origin.startswith("file:") else None
+        entries.append((file and Path(os.path.normpath(file)), key.lower(), value))
+    return entries, complete
+
+
+def repository_top(git: str, place: Path) -> Path | None:
+    """The top of the work tree that holds place, outside the workspace perhaps; None if none."""
+    answer, _ = bounded_output([git, "-C", str(place), "rev-parse", "--show-toplevel"], None)
+    top = answer.decode("utf-8", errors="surrogateescape").strip()
+    return Path(top) if top else None
+
+
+def bounded_output(argv: list[str], env: dict | None) -> tuple[bytes, bool]:
+    """What argv prints, at most GIT_OUTPUT bytes, within GIT_SECONDS; and whether it ended on its
+    own, within both (b"" where it failed or is not there)."""
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    except OSError:
+        return b"", True
+    out, deadline = bytearray(), time.monotonic() + GIT_SECONDS
+    waiting = select.poll()
+    waiting.register(process.stdout, select.POLLIN)
+    with process:
+        while len(out) <= GIT_OUTPUT:
+            left = deadline - time.monotonic()
+            if left <= 0 or not waiting.poll(left * 1000):
+                break
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                process.wait()
+                return (bytes(out) if process.returncode == 0 else b""), True
+            out += chunk
+        process.kill()
+    return b"", False
+
+
+def watch(root: Path, path: Path) -> dict:
+    """The identities of path and of each folder above it inside root, down to the first that is
+    missing or a link: what stood there before a command (made_there())."""
+    seen, at = {}, root
+    for part in path.relative_to(root).parts:
+        at = at / part
+        try:
+            seen[at] = identity(at)
+        except OSError:
+            break
+        if seen[at][2] == stat.S_IFLNK:
+            break
+    return seen
+
+
+def made_there(root: Path, path: Path, before: dict) -> Path | None:
+    """The outermost entry on the way to path that a command made: one that stands there now and
+    did not then, as that same entry (before: watch(), taken before the command)."""
+    at = root
+    for part in path.relative_to(root).parts:
+        at = at / part
+        try:
+            now = identity(at)
+        except OSError:
+            return None
+        if before.get(at) != now:
+            return at
+        if now[2] == stat.S_IFLNK:
+            return None
+    return None
 
 
 def is_real_folder(path: Path, root: Path) -> bool:

@@ -26,8 +26,9 @@ from realworld.guards import Pattern, say
 from realworld.protected import (
     MAX_FOLDERS,
     configuration_in,
-    hooks_folders,
+    git_named,
     made_by_command,
+    made_there,
     move_aside,
     moved_aside,
 )
@@ -52,6 +53,11 @@ def start(
             f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list): "
             "the sandbox cannot keep what git obeys later read-only; use a smaller --workdir"
         )
+    if not before["answered"]:
+        raise PermissionError(
+            "git did not say in time (or in bounds) which files its configuration names here: "
+            "the sandbox cannot keep them read-only; check git config --list --show-origin"
+        )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
         return subprocess.Popen([*argv, "/bin/sh", "-c", command], **options), before
@@ -75,14 +81,19 @@ def record(root: Path) -> dict:
     against."""
     found, seen, complete = configuration_in(root)
     planted = moved_aside(root)
-    kept = [*found, *hooks_folders(root, found, planted), *planted]
+    git = program("git", str(root))
+    named, answered = git_named(git, root, found, planted) if git else ({}, True)
+    kept = [*found, *named, *planted]
     persons = {p: i for p, i in found.items() if not any(p.is_relative_to(q) for q in planted)}
     return {
         "read_only": [p for p in kept if bindable(p, root)],
         # the person's own configuration, which a command may move but not make
         "protected": persons,
         "seen": seen,
+        # what git's configuration names, with what stood on the way to it
+        "named": named,
         "complete": complete,
+        "answered": answered,
     }
 
 
@@ -136,7 +147,8 @@ def finish(workdir: Path, before: dict) -> str:
     Made is judged against the record taken before the command (record()): what stood at its path
     then, as that same file or folder, was the person's and stays; what the command only moved of
     the person's configuration stays where it went, and is said. Nothing is deleted, and no path
-    the command wrote (hooksPath, a gitdir: file, a link) is followed."""
+    the command wrote (hooksPath, a gitdir: file, a link) is followed: what git's configuration
+    names is read before the command, from git."""
     # bubblewrap exits as soon as the command has, while the kernel still ends the sandbox's other
     # processes: its first one, left to the agent, ends last. Once reaped, none is left.
     processes.wait_ended(processes.children(os.getpid()) - before.get("children", set()))
@@ -144,7 +156,9 @@ def finish(workdir: Path, before: dict) -> str:
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
     planted = moved_aside(root)  # already moved aside: left there
     made = made_by_command(before["seen"], after)
-    made = [p for p in made if not any(p.is_relative_to(q) for q in planted)]
+    made += [m for p, seen in before.get("named", {}).items() if (m := made_there(root, p, seen))]
+    made = [p for p in set(made) if not any(p.is_relative_to(q) for q in planted)]
+    made = sorted(p for p in made if not any(p != q and p.is_relative_to(q) for q in made))
     # moved, not made: the same file or folder, by device and inode (a piece the person had is
     # bound read-only, so only what holds it can move)
     kept = set(before["protected"].values())
@@ -178,13 +192,18 @@ def names(paths: list[Path], root: Path) -> str:
     return ", ".join(str(p.relative_to(root)) for p in paths)
 
 
-@functools.cache  # once, before the first command: a command cannot put another one in its place
 def launcher(root: str) -> str | None:
     """The bubblewrap to run: the first on PATH in an absolute folder outside the workspace. A
     relative PATH entry (".", "node_modules/.bin", an empty one) could name a bwrap that a
     sandboxed command wrote, which would then run every later command unsandboxed."""
+    return program("bwrap", root)
+
+
+@functools.cache  # once, before the first command: a command cannot put another one in its place
+def program(name: str, root: str) -> str | None:
+    """The first program name on an absolute PATH entry outside the workspace root (launcher())."""
     for folder in os.environ.get("PATH", "").split(os.pathsep):
-        path = Path(folder, "bwrap")
+        path = Path(folder, name)
         try:
             if not os.path.isabs(folder) or path.resolve().is_relative_to(root):
                 continue
