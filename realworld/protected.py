@@ -3,9 +3,10 @@
 Configuration: a .env file (AGENT_BASE_URL sends the key to whatever server it names on the next
 run), a .envrc (direnv runs it), and anything git obeys: a .git folder or file, and a folder that
 git takes for a repository (its config's core.fsmonitor runs a command whenever anyone runs git
-there). write_file refuses to write it (tools.py); the sandbox makes what it finds read-only before
-a command and moves aside what the command made (sandbox.py). The agent's own code is not in the
-workspace at all (realworld/own.py).
+there). And, for the sandbox, every file git's configuration reads and every workspace path one of
+its values names (git_named()). write_file refuses a .env and what is in a .git (tools.py); the
+sandbox makes what it finds read-only before a command and moves aside what the command made
+(sandbox.py). The agent's own code is not in the workspace at all (realworld/own.py).
 
 What a command leaves is evidence it controls: nothing here deletes, nothing follows a path or a
 link a command wrote, and a file a command could have made is read with bounds (read_bounded()).
@@ -181,6 +182,7 @@ def made_by_command(before: dict, after: dict) -> list[Path]:
 GIT_OUTPUT = 1024 * 1024  # of what git says about one place's configuration, read at the most
 GIT_SECONDS = 10  # for one git config to answer
 MAX_CONFIG_FILES = 100  # included files followed at the most
+MAX_PLACES = 256  # repositories asked at the most: one git each, about 3 ms, before every command
 MAX_NAMED = 10_000  # paths the configuration names, judged at the most
 REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES")
 WORD_ENDS = re.compile(r"[\s'\"=:;,|&()<>`$!]+")  # where a path in a shell command ends
@@ -200,6 +202,8 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         lower = piece.name.lower()
         if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
             places[piece.parent] = piece.parent
+    if len(places) > MAX_PLACES:
+        return {}, False
     held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
     named, complete = set(), True
     for place, top in places.items():

@@ -2,13 +2,13 @@
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
 workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
-and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env:
-realworld/protected.py), and what a command makes of it is moved aside when it ends, never
-deleted. The agent's own code is outside the workspace (realworld/own.py), read-only with the
-rest. A seccomp filter closes Unix sockets, through which a process outside (D-Bus, Docker,
-ssh-agent) would act for the command. bubblewrap itself is found once, outside the workspace.
-macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
-docs/safety.md (The sandbox).
+and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env,
+what git's configuration names: realworld/protected.py), and what a command makes of it is moved
+aside when it ends, never deleted. The agent's own code is outside the workspace
+(realworld/own.py), read-only with the rest. A seccomp filter closes Unix sockets, through which a
+process outside (D-Bus, Docker, ssh-agent) would act for the command. bubblewrap itself is found
+once, outside the workspace. macOS has sandbox-exec, with a profile to the same effect. What it
+does not stop is in docs/safety.md (The sandbox).
 """
 
 import functools
@@ -24,7 +24,9 @@ import config
 from realworld import processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
+    GIT_SECONDS,
     MAX_FOLDERS,
+    MAX_PLACES,
     configuration_in,
     git_named,
     made_by_command,
@@ -55,8 +57,9 @@ def start(
         )
     if not before["answered"]:
         raise PermissionError(
-            "git did not say in time (or in bounds) which files its configuration names here: "
-            "the sandbox cannot keep them read-only; check git config --list --show-origin"
+            f"git did not say in {GIT_SECONDS} s which files its configuration names here (or the "
+            f"workspace holds more than {MAX_PLACES} repositories): the sandbox cannot keep them "
+            "read-only; use a smaller --workdir, or check git config --list --show-origin"
         )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
@@ -346,7 +349,7 @@ def hint(output: str) -> str:
     if "Read-only file system" in output:
         hints.append(
             "outside the workspace the file system is read-only, and inside it .git and .env "
-            "files are (sandbox)"
+            "files are, and what git's configuration names (sandbox)"
         )
     if "Operation not permitted" in output:
         hints.append("the sandbox refuses Unix sockets and io_uring (Operation not permitted)")

@@ -251,4 +251,39 @@ def test_git_that_does_not_answer_refuses_the_command_in_one_line(tmp_path, monk
         result = run("echo ran", work)
     finally:
         sandbox.program.cache_clear()
-    assert "ran" not in result and "git did not say in time" in result, result
+    assert "ran" not in result and "git did not say in " in result, result
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "mv tools tools.old && mkdir tools && printf '{hook}' > tools/fsmon.sh",
+        "mv tools/fsmon.sh tools/fsmon.old; printf '{hook}' > tools/fsmon.sh",
+        "rm -rf tools; mkdir tools && printf '{hook}' > tools/fsmon.sh",
+    ],
+    ids=["folder on the way renamed", "file renamed", "folder removed"],
+)
+def test_what_a_command_puts_in_the_place_of_what_a_value_names_is_moved_aside(tmp_path, plant):
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    git(work, "config", "core.fsmonitor", "tools/fsmon.sh")
+    (work / "tools").mkdir()
+    (work / "tools" / "fsmon.sh").write_text("#!/bin/sh\nexit 1\n")
+    (work / "tools" / "fsmon.sh").chmod(0o755)
+    command = plant.format(hook=HOOK.format(mark=mark))
+    result = run(f"{command}; chmod +x tools/fsmon.sh; echo tried", work)
+    assert "tried" in result
+    now = work / "tools" / "fsmon.sh"
+    assert not now.exists() or now.read_text() == "#!/bin/sh\nexit 1\n", result
+    persons_next_git(work, mark)
+
+
+def test_more_repositories_than_git_is_asked_about_refuses_the_command(tmp_path):
+    # one git per repository before every command: past the bound, refused, never slowed to a crawl
+    from realworld.protected import MAX_PLACES
+
+    work = tmp_path / "work"
+    for n in range(MAX_PLACES + 1):
+        (work / f"r{n}" / ".git").mkdir(parents=True)
+    result = run("echo ran", work)
+    assert "ran" not in result and f"more than {MAX_PLACES} repositories" in result, result
