@@ -211,9 +211,10 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         entries, answered = git_config(git, place, base, ["--list"])
         complete &= answered
         named |= names_in(git, entries, base) | config_files(base)
-    inside = {p for p in named if p.is_relative_to(root)}
-    inside |= {Path(os.path.realpath(p)) for p in inside}  # a link of the person's leads on
-    inside = {p for p in inside if p.is_relative_to(root) and p not in held}
+    if len(named) > 10 * MAX_NAMED:
+        return {}, False
+    named |= {Path(os.path.realpath(p)) for p in named}  # a link leads on, from outside too
+    inside = {p for p in named if p.is_relative_to(root) and p not in held}
     if len(inside) > MAX_NAMED:
         return {}, False
     judged = {}

@@ -287,3 +287,14 @@ def test_more_repositories_than_git_is_asked_about_refuses_the_command(tmp_path)
         (work / f"r{n}" / ".git").mkdir(parents=True)
     result = run("echo ran", work)
     assert "ran" not in result and f"more than {MAX_PLACES} repositories" in result, result
+
+
+def test_a_value_that_reaches_the_workspace_through_a_link_outside_it(tmp_path, monkeypatch):
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    (tmp_path / "via").symlink_to(work)
+    (tmp_path / "global.cfg").write_text(f"[core]\n\thooksPath = {tmp_path / 'via' / 'hk'}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "global.cfg"))
+    plant = f"mkdir hk && printf '{HOOK.format(mark=mark)}' > hk/pre-commit && chmod +x hk/*"
+    assert "the sandbox moved hk, which this command made" in run(plant, work)
+    persons_next_git(work, mark)
