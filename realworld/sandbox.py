@@ -26,6 +26,7 @@ from realworld.guards import Pattern, say
 from realworld.protected import (
     GIT_SECONDS,
     MAX_FOLDERS,
+    MAX_NAMED,
     MAX_PLACES,
     configuration_in,
     git_named,
@@ -57,9 +58,10 @@ def start(
         )
     if not before["answered"]:
         raise PermissionError(
-            f"git did not say in {GIT_SECONDS} s which files its configuration names here (or the "
-            f"workspace holds more than {MAX_PLACES} repositories): the sandbox cannot keep them "
-            "read-only; use a smaller --workdir, or check git config --list --show-origin"
+            f"git's configuration here is more than the sandbox reads (git's answer within "
+            f"{GIT_SECONDS} s and 1 MiB, {MAX_PLACES} repositories, {MAX_NAMED:,} paths it names): "
+            "it cannot keep them read-only; use a smaller --workdir, or see git config --list "
+            "--show-origin"
         )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]

@@ -251,7 +251,7 @@ def test_git_that_does_not_answer_refuses_the_command_in_one_line(tmp_path, monk
         result = run("echo ran", work)
     finally:
         sandbox.program.cache_clear()
-    assert "ran" not in result and "git did not say in " in result, result
+    assert "ran" not in result and "more than the sandbox reads" in result, result
 
 
 @pytest.mark.parametrize(
@@ -286,7 +286,7 @@ def test_more_repositories_than_git_is_asked_about_refuses_the_command(tmp_path)
     for n in range(MAX_PLACES + 1):
         (work / f"r{n}" / ".git").mkdir(parents=True)
     result = run("echo ran", work)
-    assert "ran" not in result and f"more than {MAX_PLACES} repositories" in result, result
+    assert "ran" not in result and f"{MAX_PLACES} repositories" in result, result
 
 
 def test_a_value_that_reaches_the_workspace_through_a_link_outside_it(tmp_path, monkeypatch):
