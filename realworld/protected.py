@@ -180,7 +180,7 @@ def made_by_command(before: dict, after: dict) -> list[Path]:
 # false now (onbranch:, gitdir:, hasconfig:) is followed too: it may hold later.
 
 GIT_OUTPUT = 1024 * 1024  # of what git says about one place's configuration, read at the most
-GIT_SECONDS = 10  # for one git config to answer
+GIT_SECONDS = 10  # for git to answer about the whole workspace, every repository in it
 MAX_CONFIG_FILES = 100  # included files followed at the most
 MAX_PLACES = 256  # repositories asked at the most: one git each, about 3 ms, before every command
 MAX_NAMED = 10_000  # paths the configuration names, judged at the most
@@ -205,12 +205,14 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
     if len(places) > MAX_PLACES:
         return {}, False
     held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
-    named, complete = set(), True
+    named, complete, deadline = set(), True, time.monotonic() + GIT_SECONDS
     for place, top in places.items():
-        base = top or repository_top(git, place) or place  # where git resolves relative paths
-        entries, answered = git_config(git, place, base, ["--list"])
-        complete &= answered
-        named |= names_in(git, entries, base) | config_files(base)
+        # where git resolves relative paths
+        base = top or repository_top(git, place, deadline) or place
+        entries, answered = git_config(git, place, base, ["--list"], deadline)
+        paths, followed = names_in(git, entries, base, deadline)
+        complete &= answered and followed
+        named |= paths | config_files(base)
     if len(named) > 10 * MAX_NAMED:
         return {}, False
     named |= {Path(os.path.realpath(p)) for p in named}  # a link leads on, from outside too
@@ -227,16 +229,17 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
 def config_files(base: Path) -> set[Path]:
     """The global and system config files git reads where they exist (git-config(1) FILES), made
     or not: a command that makes one in the workspace would set any value."""
-    home, env = Path.home(), os.environ
+    home, env = Path(os.path.expanduser("~")), os.environ
     xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config", "git", "config")
     files = [env.get("GIT_CONFIG_GLOBAL") or xdg, home / ".gitconfig", env.get("GIT_CONFIG_SYSTEM")]
     return {Path(os.path.normpath(base / os.path.expanduser(f))) for f in files if f}
 
 
-def names_in(git: str, entries: list, base: Path) -> set[Path]:
+def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[Path], bool]:
     """The paths that config entries (origin, key, value) name, with the included files followed
-    (at most MAX_CONFIG_FILES, each asked of git); base: where git resolves a relative value."""
-    named, read, todo = set(), set(), list(entries)
+    (at most MAX_CONFIG_FILES, each asked of git); base: where git resolves a relative value.
+    Second: whether git answered about each in full."""
+    named, read, todo, complete = set(), set(), list(entries), True
     while todo:
         origin, key, value = todo.pop()
         folders = [base] if origin is None else [base, origin.parent]
@@ -251,8 +254,10 @@ def names_in(git: str, entries: list, base: Path) -> set[Path]:
                 read.add(path)
                 if len(read) <= MAX_CONFIG_FILES and path.is_file():
                     asked = ["--file", str(path), "--includes", "--list"]
-                    todo += git_config(git, path.parent, path.parent, asked)[0]
-    return named
+                    more, answered = git_config(git, path.parent, path.parent, asked, deadline)
+                    todo += more
+                    complete &= answered
+    return named, complete
 
 
 def words(value: str) -> set[str]:
@@ -261,15 +266,17 @@ def words(value: str) -> set[str]:
     return {value.strip(), *WORD_ENDS.split(value)} - {""}
 
 
-def git_config(git: str, place: Path, base: Path, args: list[str]) -> tuple[list, bool]:
+def git_config(
+    git: str, place: Path, base: Path, args: list[str], deadline: float
+) -> tuple[list, bool]:
     """git config ARGS --show-origin -z, run in place, as entries (origin file, relative to base
-    where relative, or None; key; value); and whether it answered in full. Bounded in time and
-    output, with no terminal; the repository is the one found there (GIT_DIR and the like unset),
-    the system config read."""
+    where relative, or None; key; value); and whether it answered in full, by the deadline and
+    within GIT_OUTPUT, with no terminal; the repository is the one found there (GIT_DIR and the
+    like unset), the system config read."""
     env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
     env.pop("GIT_CONFIG_NOSYSTEM", None)
     argv = [git, "-C", str(place), "config", *args, "--show-origin", "-z"]
-    answer, complete = bounded_output(argv, env)
+    answer, complete = bounded_output(argv, env, deadline)
     fields = answer.decode("utf-8", errors="surrogateescape").split("\0")
     entries = []
     for origin, pair in zip(fields[0::2], fields[1::2], strict=False):
@@ -279,16 +286,17 @@ def git_config(git: str, place: Path, base: Path, args: list[str]) -> tuple[list
     return entries, complete
 
 
-def repository_top(git: str, place: Path) -> Path | None:
+def repository_top(git: str, place: Path, deadline: float) -> Path | None:
     """The top of the work tree that holds place, outside the workspace perhaps; None if none."""
-    answer, _ = bounded_output([git, "-C", str(place), "rev-parse", "--show-toplevel"], None)
+    argv = [git, "-C", str(place), "rev-parse", "--show-toplevel"]
+    answer, _ = bounded_output(argv, None, deadline)
     top = answer.decode("utf-8", errors="surrogateescape").strip()
     return Path(top) if top else None
 
 
-def bounded_output(argv: list[str], env: dict | None) -> tuple[bytes, bool]:
-    """What argv prints, at most GIT_OUTPUT bytes, within GIT_SECONDS; and whether it ended on its
-    own, within both (b"" where it failed or is not there)."""
+def bounded_output(argv: list[str], env: dict | None, deadline: float) -> tuple[bytes, bool]:
+    """What argv prints, at most GIT_OUTPUT bytes, by the deadline (time.monotonic()); and whether
+    it ended on its own, within both (b"" where it failed or is not there)."""
     try:
         process = subprocess.Popen(
             argv,
@@ -299,7 +307,7 @@ def bounded_output(argv: list[str], env: dict | None) -> tuple[bytes, bool]:
         )
     except OSError:
         return b"", True
-    out, deadline = bytearray(), time.monotonic() + GIT_SECONDS
+    out = bytearray()
     waiting = select.poll()
     waiting.register(process.stdout, select.POLLIN)
     with process:
@@ -309,8 +317,10 @@ def bounded_output(argv: list[str], env: dict | None) -> tuple[bytes, bool]:
                 break
             chunk = os.read(process.stdout.fileno(), 65536)
             if not chunk:
-                process.wait()
-                return (bytes(out) if process.returncode == 0 else b""), True
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                    return (bytes(out) if process.returncode == 0 else b""), True
+                break
             out += chunk
         process.kill()
     return b"", False

@@ -58,10 +58,10 @@ def start(
         )
     if not before["answered"]:
         raise PermissionError(
-            f"git's configuration here is more than the sandbox reads (git's answer within "
-            f"{GIT_SECONDS} s and 1 MiB, {MAX_PLACES} repositories, {MAX_NAMED:,} paths it names): "
-            "it cannot keep them read-only; use a smaller --workdir, or see git config --list "
-            "--show-origin"
+            "git's configuration here is more than the sandbox reads (git's answer within "
+            f"{GIT_SECONDS} s and 1 MiB a repository, {MAX_PLACES} repositories, "
+            f"{MAX_NAMED:,} paths it names): it cannot keep them read-only; use a smaller "
+            "--workdir, or see git config --list --show-origin"
         )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
