@@ -3,9 +3,10 @@
 Configuration: a .env file (AGENT_BASE_URL sends the key to whatever server it names on the next
 run), a .envrc (direnv runs it), and anything git obeys: a .git folder or file, and a folder that
 git takes for a repository (its config's core.fsmonitor runs a command whenever anyone runs git
-there). write_file refuses to write it (tools.py); the sandbox makes what it finds read-only before
-a command and moves aside what the command made (sandbox.py). The agent's own code is not in the
-workspace at all (realworld/own.py).
+there). And, for the sandbox, every file git's configuration reads and every workspace path one of
+its values names (git_named()). write_file refuses a .env and what is in a .git (tools.py); the
+sandbox makes what it finds read-only before a command and moves aside what the command made
+(sandbox.py). The agent's own code is not in the workspace at all (realworld/own.py).
 
 What a command leaves is evidence it controls: nothing here deletes, nothing follows a path or a
 link a command wrote, and a file a command could have made is read with bounds (read_bounded()).
@@ -13,8 +14,12 @@ link a command wrote, and a file a command could have made is read with bounds (
 
 import contextlib
 import os
+import re
 import secrets
+import select
 import stat
+import subprocess
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -127,17 +132,24 @@ def is_env(entry: os.DirEntry) -> bool:
 
 
 def identities(paths: list[Path]) -> dict[Path, tuple]:
-    """Each path that exists with its (device, inode, time of change), the link itself for a
-    symlink: a piece that stayed keeps all three; a file made in its place may get a freed inode
-    back (ext4 does), never the old time of change. A moved piece keeps its device and inode."""
+    """Each path that exists with its identity (identity()), the link itself for a symlink."""
     found = {}
     for path in paths:
         try:
-            status = path.lstat()
+            found[path] = identity(path)
         except OSError:
             continue
-        found[path] = (status.st_dev, status.st_ino, status.st_ctime_ns)
     return found
+
+
+def identity(path: Path) -> tuple:
+    """What an entry is, never when it changed: (device, inode, kind), and a link's target. A
+    write into a folder or a file changes its time of change, not what it is; a file made where
+    one was deleted may get the freed inode back, and is then taken for the one before: it can
+    complete no repository (every piece of one is read-only) and costs the person nothing."""
+    status = path.lstat()
+    target = os.readlink(path) if stat.S_ISLNK(status.st_mode) else None
+    return (status.st_dev, status.st_ino, stat.S_IFMT(status.st_mode), target)
 
 
 def moved_aside(root: Path) -> list[Path]:
@@ -160,34 +172,190 @@ def made_by_command(before: dict, after: dict) -> list[Path]:
     return [p for p in made if not any(p != q and p.is_relative_to(q) for q in made)]
 
 
-def hooks_folders(root: Path, found: dict, planted: list[Path]) -> list[Path]:
-    """The folders core.hooksPath names in the configs of the repositories found (husky's
-    .husky/), where they are folders strictly inside the workspace and hold no repository's work
-    tree: git runs the hooks in them. Read before a command, to keep them read-only; never used
-    to judge what a command made, and never read from a link or from what was moved aside
-    (planted). A simple read of the key; include.path is not followed."""
-    folders = []
+# --- What git's configuration names: every file it reads, every path a value names --------------
+# git-config(1): the system, global (GIT_CONFIG_GLOBAL, else $XDG_CONFIG_HOME/git/config and
+# ~/.gitconfig), local and worktree files, GIT_CONFIG_COUNT/KEY_n/VALUE_n, and every include.path
+# and includeIf.<condition>.path, relative to the file that includes it. git itself is asked
+# (config --list --show-origin) rather than its files re-read, and an include whose condition is
+# false now (onbranch:, gitdir:, hasconfig:) is followed too: it may hold later.
+
+GIT_OUTPUT = 1024 * 1024  # of what git says about one place's configuration, read at the most
+GIT_SECONDS = 10  # for git to answer about the whole workspace, every repository in it
+MAX_CONFIG_FILES = 100  # included files followed at the most
+MAX_PLACES = 256  # repositories asked at the most: one git each, about 3 ms, before every command
+MAX_NAMED = 10_000  # paths the configuration names, judged at the most
+REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES")
+WORD_ENDS = re.compile(r"[\s'\"=:;,|&()<>`$!]+")  # where a path in a shell command ends
+
+
+def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[dict, bool]:
+    """Every path inside the workspace that git's configuration names, for each repository found
+    and the workspace itself: each config file git reads, and each path a value names, resolved
+    as git resolves it (against the work tree, a bare repository's folder, or the including
+    file's folder; ~ expanded). Path: identities of it and the folders above it (watch()). Not the
+    workspace, a folder holding a repository, or what is already read-only. Second: whether git
+    answered in full (in time, within bounds)."""
+    places = {root: None}
     for piece in found:
         if piece.is_symlink() or any(piece.is_relative_to(p) for p in planted):
             continue  # a link, or a config a command planted: not followed
-        # a .git folder's config, or the config piece of a folder git takes for a repository
-        config_file = piece / "config" if piece.name.lower() == ".git" else piece
-        if config_file.name.lower() != "config":
-            continue
-        worktree = piece.parent  # where git resolves a relative hooksPath (a bare one: itself)
-        for line in read_bounded(config_file).splitlines()[:10_000]:
-            key, equals, value = line.partition("=")
-            if not equals or key.strip().lower() != "hookspath":
-                continue
-            folder = Path(os.path.normpath(worktree / value.strip().strip('"')))
-            if (
-                folder != root
-                and folder.is_relative_to(root)
-                and not worktree.is_relative_to(folder)
-                and is_real_folder(folder, root)
-            ):
-                folders.append(folder)
-    return folders
+        lower = piece.name.lower()
+        if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
+            places[piece.parent] = piece.parent
+    if len(places) > MAX_PLACES:
+        return {}, False
+    held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
+    named, complete, deadline = set(), True, time.monotonic() + GIT_SECONDS
+    for place, top in places.items():
+        # where git resolves relative paths
+        base = top or repository_top(git, place, deadline) or place
+        entries, answered = git_config(git, place, base, ["--list"], deadline)
+        paths, followed = names_in(git, entries, base, deadline)
+        complete &= answered and followed
+        named |= paths | config_files(base)
+    if len(named) > 10 * MAX_NAMED:
+        return {}, False
+    named |= {Path(os.path.realpath(p)) for p in named}  # a link leads on, from outside too
+    inside = {p for p in named if p.is_relative_to(root) and p not in held}
+    if len(inside) > MAX_NAMED:
+        return {}, False
+    judged = {}
+    for path in inside:
+        if not any(q in found or q in planted for q in (path, *path.parents)):
+            judged[path] = watch(root, path)
+    return judged, complete
+
+
+def config_files(base: Path) -> set[Path]:
+    """The global and system config files git reads where they exist (git-config(1) FILES), made
+    or not: a command that makes one in the workspace would set any value."""
+    home, env = Path(os.path.expanduser("~")), os.environ
+    xdg = Path(env.get("XDG_CONFIG_HOME") or home / ".config", "git", "config")
+    files = [env.get("GIT_CONFIG_GLOBAL") or xdg, home / ".gitconfig", env.get("GIT_CONFIG_SYSTEM")]
+    return {Path(os.path.normpath(base / os.path.expanduser(f))) for f in files if f}
+
+
+def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[Path], bool]:
+    """The paths that config entries (origin, key, value) name, with the included files followed
+    (at most MAX_CONFIG_FILES, each asked of git); base: where git resolves a relative value.
+    Second: whether git answered about each in full."""
+    named, read, todo, complete = set(), set(), list(entries), True
+    while todo:
+        origin, key, value = todo.pop()
+        folders = [base] if origin is None else [base, origin.parent]
+        if origin is not None:
+            named.add(origin)
+        paths = {
+            Path(os.path.normpath(f / os.path.expanduser(w))) for w in words(value) for f in folders
+        }
+        named |= paths
+        if key.startswith(("include.", "includeif.")) and key.endswith(".path"):
+            for path in paths - read:
+                read.add(path)
+                if len(read) <= MAX_CONFIG_FILES and path.is_file():
+                    asked = ["--file", str(path), "--includes", "--list"]
+                    more, answered = git_config(git, path.parent, path.parent, asked, deadline)
+                    todo += more
+                    complete &= answered
+    return named, complete
+
+
+def words(value: str) -> set[str]:
+    """The value whole, and each piece of it a shell or git would take for a path (a word of a
+    command, the part after an = or a :); ~ stays, for expanduser."""
+    return {value.strip(), *WORD_ENDS.split(value)} - {""}
+
+
+def git_config(
+    git: str, place: Path, base: Path, args: list[str], deadline: float
+) -> tuple[list, bool]:
+    """git config ARGS --show-origin -z, run in place, as entries (origin file, relative to base
+    where relative, or None; key; value); and whether it answered in full, by the deadline and
+    within GIT_OUTPUT, with no terminal; the repository is the one found there (GIT_DIR and the
+    like unset), the system config read."""
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
+    env.pop("GIT_CONFIG_NOSYSTEM", None)
+    argv = [git, "-C", str(place), "config", *args, "--show-origin", "-z"]
+    answer, complete = bounded_output(argv, env, deadline)
+    fields = answer.decode("utf-8", errors="surrogateescape").split("\0")
+    entries = []
+    for origin, pair in zip(fields[0::2], fields[1::2], strict=False):
+        key, _newline, value = pair.partition("\n")
+        file = Path(base, origin[5:]) if origin.startswith("file:") else None
+        entries.append((file and Path(os.path.normpath(file)), key.lower(), value))
+    return entries, complete
+
+
+def repository_top(git: str, place: Path, deadline: float) -> Path | None:
+    """The top of the work tree that holds place, outside the workspace perhaps; None if none."""
+    argv = [git, "-C", str(place), "rev-parse", "--show-toplevel"]
+    answer, _ = bounded_output(argv, None, deadline)
+    top = answer.decode("utf-8", errors="surrogateescape").strip()
+    return Path(top) if top else None
+
+
+def bounded_output(argv: list[str], env: dict | None, deadline: float) -> tuple[bytes, bool]:
+    """What argv prints, at most GIT_OUTPUT bytes, by the deadline (time.monotonic()); and whether
+    it ended on its own, within both (b"" where it failed or is not there)."""
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    except OSError:
+        return b"", True
+    out = bytearray()
+    waiting = select.poll()
+    waiting.register(process.stdout, select.POLLIN)
+    with process:
+        while len(out) <= GIT_OUTPUT:
+            left = deadline - time.monotonic()
+            if left <= 0 or not waiting.poll(left * 1000):
+                break
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(max(0.0, deadline - time.monotonic()))
+                    return (bytes(out) if process.returncode == 0 else b""), True
+                break
+            out += chunk
+        process.kill()
+    return b"", False
+
+
+def watch(root: Path, path: Path) -> dict:
+    """The identities of path and of each folder above it inside root, down to the first that is
+    missing or a link: what stood there before a command (made_there())."""
+    seen, at = {}, root
+    for part in path.relative_to(root).parts:
+        at = at / part
+        try:
+            seen[at] = identity(at)
+        except OSError:
+            break
+        if seen[at][2] == stat.S_IFLNK:
+            break
+    return seen
+
+
+def made_there(root: Path, path: Path, before: dict) -> Path | None:
+    """The outermost entry on the way to path that a command made: one that stands there now and
+    did not then, as that same entry (before: watch(), taken before the command)."""
+    at = root
+    for part in path.relative_to(root).parts:
+        at = at / part
+        try:
+            now = identity(at)
+        except OSError:
+            return None
+        if before.get(at) != now:
+            return at
+        if now[2] == stat.S_IFLNK:
+            return None
+    return None
 
 
 def is_real_folder(path: Path, root: Path) -> bool:

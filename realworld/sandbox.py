@@ -2,13 +2,13 @@
 
 As Codex CLI and Claude Code do on Linux, with bubblewrap: the whole file system read-only but the
 workspace, a private /tmp, no network, the agent's .env and transcripts hidden, a new PID namespace
-and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env:
-realworld/protected.py), and what a command makes of it is moved aside when it ends, never
-deleted. The agent's own code is outside the workspace (realworld/own.py), read-only with the
-rest. A seccomp filter closes Unix sockets, through which a process outside (D-Bus, Docker,
-ssh-agent) would act for the command. bubblewrap itself is found once, outside the workspace.
-macOS has sandbox-exec, with a profile to the same effect. What it does not stop is in
-docs/safety.md (The sandbox).
+and session. Inside the workspace, what git and the agent obey later stays read-only (.git, .env,
+what git's configuration names: realworld/protected.py), and what a command makes of it is moved
+aside when it ends, never deleted. The agent's own code is outside the workspace
+(realworld/own.py), read-only with the rest. A seccomp filter closes Unix sockets, through which a
+process outside (D-Bus, Docker, ssh-agent) would act for the command. bubblewrap itself is found
+once, outside the workspace. macOS has sandbox-exec, with a profile to the same effect. What it
+does not stop is in docs/safety.md (The sandbox).
 """
 
 import functools
@@ -24,10 +24,14 @@ import config
 from realworld import processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
+    GIT_SECONDS,
     MAX_FOLDERS,
+    MAX_NAMED,
+    MAX_PLACES,
     configuration_in,
-    hooks_folders,
+    git_named,
     made_by_command,
+    made_there,
     move_aside,
     moved_aside,
 )
@@ -52,6 +56,13 @@ def start(
             f"the workspace has more than {MAX_FOLDERS:,} folders (or one the agent cannot list): "
             "the sandbox cannot keep what git obeys later read-only; use a smaller --workdir"
         )
+    if not before["answered"]:
+        raise PermissionError(
+            "git's configuration here is more than the sandbox reads (git's answer within "
+            f"{GIT_SECONDS} s and 1 MiB a repository, {MAX_PLACES} repositories, "
+            f"{MAX_NAMED:,} paths it names): it cannot keep them read-only; use a smaller "
+            "--workdir, or see git config --list --show-origin"
+        )
     if sys.platform == "darwin":
         argv = ["/usr/bin/sandbox-exec", "-p", seatbelt_profile(str(root), hidden_files(root))]
         return subprocess.Popen([*argv, "/bin/sh", "-c", command], **options), before
@@ -75,14 +86,19 @@ def record(root: Path) -> dict:
     against."""
     found, seen, complete = configuration_in(root)
     planted = moved_aside(root)
-    kept = [*found, *hooks_folders(root, found, planted), *planted]
+    git = program("git", str(root))
+    named, answered = git_named(git, root, found, planted) if git else ({}, True)
+    kept = [*found, *named, *planted]
     persons = {p: i for p, i in found.items() if not any(p.is_relative_to(q) for q in planted)}
     return {
         "read_only": [p for p in kept if bindable(p, root)],
         # the person's own configuration, which a command may move but not make
         "protected": persons,
         "seen": seen,
+        # what git's configuration names, with what stood on the way to it
+        "named": named,
         "complete": complete,
+        "answered": answered,
     }
 
 
@@ -136,7 +152,8 @@ def finish(workdir: Path, before: dict) -> str:
     Made is judged against the record taken before the command (record()): what stood at its path
     then, as that same file or folder, was the person's and stays; what the command only moved of
     the person's configuration stays where it went, and is said. Nothing is deleted, and no path
-    the command wrote (hooksPath, a gitdir: file, a link) is followed."""
+    the command wrote (hooksPath, a gitdir: file, a link) is followed: what git's configuration
+    names is read before the command, from git."""
     # bubblewrap exits as soon as the command has, while the kernel still ends the sandbox's other
     # processes: its first one, left to the agent, ends last. Once reaped, none is left.
     processes.wait_ended(processes.children(os.getpid()) - before.get("children", set()))
@@ -144,9 +161,11 @@ def finish(workdir: Path, before: dict) -> str:
     after, _seen, complete = configuration_in(root, limit=10 * MAX_FOLDERS)
     planted = moved_aside(root)  # already moved aside: left there
     made = made_by_command(before["seen"], after)
-    made = [p for p in made if not any(p.is_relative_to(q) for q in planted)]
-    # moved, not made: the same file or folder, by device, inode and time of change (a piece the
-    # person had is bound read-only, so only what holds it can move)
+    made += [m for p, seen in before.get("named", {}).items() if (m := made_there(root, p, seen))]
+    made = [p for p in set(made) if not any(p.is_relative_to(q) for q in planted)]
+    made = sorted(p for p in made if not any(p != q and p.is_relative_to(q) for q in made))
+    # moved, not made: the same file or folder, by device and inode (a piece the person had is
+    # bound read-only, so only what holds it can move)
     kept = set(before["protected"].values())
     moved_by_command = [p for p in made if after.get(p) in kept]
     made = [p for p in made if p not in moved_by_command]
@@ -178,13 +197,18 @@ def names(paths: list[Path], root: Path) -> str:
     return ", ".join(str(p.relative_to(root)) for p in paths)
 
 
-@functools.cache  # once, before the first command: a command cannot put another one in its place
 def launcher(root: str) -> str | None:
     """The bubblewrap to run: the first on PATH in an absolute folder outside the workspace. A
     relative PATH entry (".", "node_modules/.bin", an empty one) could name a bwrap that a
     sandboxed command wrote, which would then run every later command unsandboxed."""
+    return program("bwrap", root)
+
+
+@functools.cache  # once, before the first command: a command cannot put another one in its place
+def program(name: str, root: str) -> str | None:
+    """The first program name on an absolute PATH entry outside the workspace root (launcher())."""
     for folder in os.environ.get("PATH", "").split(os.pathsep):
-        path = Path(folder, "bwrap")
+        path = Path(folder, name)
         try:
             if not os.path.isabs(folder) or path.resolve().is_relative_to(root):
                 continue
@@ -327,7 +351,7 @@ def hint(output: str) -> str:
     if "Read-only file system" in output:
         hints.append(
             "outside the workspace the file system is read-only, and inside it .git and .env "
-            "files are (sandbox)"
+            "files are, and what git's configuration names (sandbox)"
         )
     if "Operation not permitted" in output:
         hints.append("the sandbox refuses Unix sockets and io_uring (Operation not permitted)")

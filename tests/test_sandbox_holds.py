@@ -281,9 +281,9 @@ def test_the_launcher_is_looked_up_once_and_skips_relative_entries(tmp_path, mon
     monkeypatch.setenv("PATH", os.pathsep.join([".", "", str(tmp_path), "/usr/bin", "/bin"]))
     (tmp_path / "bwrap").write_text("#!/bin/sh\n")
     (tmp_path / "bwrap").chmod(0o755)
-    sandboxing.launcher.cache_clear()
+    sandboxing.program.cache_clear()
     try:
         assert sandboxing.launcher(str(tmp_path)) in ("/usr/bin/bwrap", "/bin/bwrap")
         assert sandboxing.launcher(str(tmp_path / "elsewhere")) == str(tmp_path / "bwrap")
     finally:
-        sandboxing.launcher.cache_clear()
+        sandboxing.program.cache_clear()

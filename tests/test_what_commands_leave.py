@@ -353,3 +353,42 @@ def test_a_dotenv_made_where_the_persons_link_was_is_moved_aside(tmp_path):
     (workspace / ".env").symlink_to(tmp_path / "outside.env")
     result = run("rm .env && echo AGENT_BASE_URL=http://attacker.example/v1 > .env", workspace)
     assert "the sandbox moved .env" in result and not (workspace / ".env").exists()
+
+
+# --- What is the person's is judged by what stood there, never by a time of change (issue 42) ----
+# Writing into a folder or a file changes its time of change (inode(7): st_ctime "changed by
+# writing or by setting inode information"), not its device and inode. The person's folders named
+# like a repository's pieces (config/, hooks/) and files (a config file) stay where they are when
+# a command writes into them and makes a repository around them; only what it made goes.
+
+
+@sandboxed_only
+def test_the_persons_folders_a_command_writes_into_stay_when_it_plants_a_repository(tmp_path):
+    workspace = tmp_path / "work"
+    (workspace / "config").mkdir(parents=True)
+    (workspace / "config" / "settings.yml").write_text("mine: 1\n")
+    (workspace / "hooks").mkdir()
+    (workspace / "hooks" / "useAuth.js").write_text("export {}\n")
+    (workspace / "data").mkdir()
+    (workspace / "data" / "config").write_text("the person's own file named config\n")
+    plant = (
+        "mkdir objects refs && echo 'ref: refs/heads/m' > HEAD && echo x > config/new.yml && "
+        "echo y > hooks/post-checkout && echo more >> data/config && mkdir data/objects"
+    )
+    result = run(plant, workspace)
+    assert (workspace / "config" / "settings.yml").read_text() == "mine: 1\n"
+    assert (workspace / "hooks" / "useAuth.js").read_text() == "export {}\n"
+    assert (workspace / "data" / "config").read_text().startswith("the person's own file")
+    # data/ holds config and objects/ but no HEAD: no repository, so nothing there is moved
+    assert "[the sandbox moved HEAD, objects, refs, which this command made" in result, result
+    assert not is_git_dir({p.name.lower() for p in workspace.iterdir()})
+
+
+@sandboxed_only
+def test_a_package_marker_moves_nothing_of_the_persons(tmp_path):
+    workspace = tmp_path / "work"
+    (workspace / "playground").mkdir(parents=True)
+    (workspace / "playground" / "notes.md").write_text("mine\n")
+    result = run("touch playground/__init__.py && echo done", workspace)
+    assert result == "done\n" and not (workspace / ".agent-moved").exists()
+    assert (workspace / "playground" / "notes.md").read_text() == "mine\n"
