@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import gc
 import json
-import os
 import subprocess
 import sys
 import tempfile
