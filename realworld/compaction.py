@@ -292,6 +292,10 @@ def applied(messages: list[dict], event: dict) -> list[dict]:
     changed (realworld/runs.py: what an earlier request sent stays as it was)."""
     # the span reads roles and counts alone: the placeholders below leave it where it is
     replaced, span = recorded_placeholders(event), summary_span(messages, event)
+    if replaced and not any(
+        m["role"] == "tool" and m["tool_call_id"] in replaced for m in messages
+    ):
+        replaced = {}  # none of its placeholders stands for a result here: nothing to copy
     if not replaced and not span:
         return messages  # nothing changed: the same list goes on
     messages = [

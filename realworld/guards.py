@@ -192,15 +192,22 @@ class Pattern:
         return getattr(self.compiled, name)
 
 
-JSON_STRING = Pattern(r'"(?:[^"\\]|\\.)*"')
+# One token of JSON's structure: a string, whole (one that never closes runs to the end, where
+# json.loads stops too), or a bracket. Each character is read once: a string's pattern that must
+# find its closing quote is tried again from every later quote where none comes, which is
+# quadratic on an unterminated string (a 300 KB line took minutes).
+STRUCTURE = Pattern(r'"(?:[^"\\]+|\\.)*"?|[\[\]{}]', re.S)
 
 
 def nested_deeper(text: str, limit: int = MAX_DEPTH) -> bool:
     """Whether JSON text opens more than limit brackets deep (outside its strings): asked before
-    json.loads, which would recurse that deep."""
+    json.loads, which would recurse that deep. One pass over text."""
     depth = 0
-    for bracket in re.findall(r"[\[\]{}]", JSON_STRING.sub("", text)):
-        depth += 1 if bracket in "[{" else -1
-        if depth > limit:
-            return True
+    for token in STRUCTURE.findall(text):
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
     return False

@@ -57,7 +57,8 @@ function showStep(n) {
   for (const box of versions) {
     box.classList.toggle("hidden", box.dataset.v !== v);
     for (const m of box.querySelectorAll(".msg")) {
-      m.classList.toggle("hidden", Number(m.dataset.i) >= count);
+      const other = m.dataset.from && (n < Number(m.dataset.from) || n > Number(m.dataset.to));
+      m.classList.toggle("hidden", Number(m.dataset.i) >= count || Boolean(other));
       m.classList.toggle("new", Number(m.dataset.first) === n);
     }
   }
@@ -110,11 +111,11 @@ def page(events: list[dict], system_prompt: str) -> str:
         if "under" in event and event["type"] == "turn/end":
             ends[str(event["under"])] = event
     at = {id(r.reply): (n, r) for n, r in enumerate(own, 1)}
-    final = conversations[None].messages if None in conversations else []
+    final = conversations.get(None) or runs.Conversation()
     # each list of messages the run's own requests sent, numbered in order (a compaction or a
     # handoff starts another): the slider shows the one a request sent
     lists = {}
-    for sent in [*(r.history for r in own), final]:
+    for sent in [*(r.history for r in own), final.history]:
         lists.setdefault(id(sent), len(lists))
     body = []
     for event in events:
@@ -257,7 +258,9 @@ def new_messages(request: Request, before: Request | None) -> list[dict]:
     if before is None:
         return request.messages
     if before.history is request.history:
-        return request.history[before.count : request.count]
+        system = request.system or request.history[0]
+        changed = [system] if system is not (before.system or before.history[0]) else []
+        return changed + request.history[before.count : request.count]
     sent_before = {id(m) for m in before.messages}
     return [m for m in request.messages if id(m) not in sent_before]
 
@@ -399,29 +402,45 @@ def plural(count: int, word: str) -> str:
 PREVIEW = 2000  # characters of a long tool result or reply in the list of messages
 
 
-def message_list(own: list[Request], final: list[dict], lists: dict) -> str:
+def message_list(own: list[Request], final: runs.Conversation, lists: dict) -> str:
     """The run's own conversation as its requests sent it: one list for each stretch of requests
-    that sent the same list growing (a compaction or a handoff starts another), each message
-    with the requests that sent it; the last holds the conversation as the run left it."""
-    versions = []  # (the list, [(request number, count)])
+    that sent the same list growing (a compaction starts another), each message with the
+    requests that sent it; the last holds the conversation as the run left it. A system prompt
+    that a resume or a handoff changed is shown in the list's first place, once for each stretch
+    of requests that sent it (a list shown whole at each change grew with the square)."""
+    versions = []  # (the list, [(request number, count)], [[system message, from, to]])
     for number, request in enumerate(own, 1):
         if not versions or versions[-1][0] is not request.history:
-            versions.append((request.history, []))
+            versions.append((request.history, [], []))
         versions[-1][1].append((number, request.count))
-    if final and (not versions or versions[-1][0] is not final):
-        versions.append((final, []))
+        systems(versions[-1][2], request.system or request.history[0], number)
+    if final.history and (not versions or versions[-1][0] is not final.history):
+        versions.append((final.history, [], []))
+    if final.history:
+        systems(versions[-1][2], final.system or final.history[0], len(own) + 1)
     first = {}  # a message, by its identity: the request that first sent it
     for number, request in enumerate(own, 1):
         for m in new_messages(request, own[number - 2] if number > 1 else None):
             first.setdefault(id(m), number)
     return "".join(
-        version(sent, lists[id(sent)], counts, first, len(own)) for sent, counts in versions
+        version(sent, lists[id(sent)], counts, first, len(own), firsts)
+        for sent, counts, firsts in versions
     )
 
 
-def version(sent: list[dict], v: int, counts: list, first: dict, total: int) -> str:
+def systems(stretches: list, message: dict, number: int) -> None:
+    """Request number sent message in its list's first place: its stretch goes on, or another
+    begins."""
+    if stretches and stretches[-1][0] is message:
+        stretches[-1][2] = number
+    else:
+        stretches.append([message, number, number])
+
+
+def version(sent: list[dict], v: int, counts: list, first: dict, total: int, firsts: list) -> str:
     """One list of messages (number v) and the requests that sent it (counts: (request number,
-    how many of its messages))."""
+    how many of its messages)); firsts: the message each stretch of them sent in its first
+    place ([message, from, to])."""
     span = (
         f"sent by request {counts[0][0]}" + (f" to {counts[-1][0]}" if len(counts) > 1 else "")
         if counts
@@ -437,13 +456,29 @@ def version(sent: list[dict], v: int, counts: list, first: dict, total: int) -> 
             if at < len(counts)
             else "after the last request: never sent"
         )
+        if i == 0 and len(firsts) > 1:  # a system prompt changed: each, with whom it was sent to
+            parts += [first_place(m, a, b, first, total) for m, a, b in firsts]
+            continue
+        message = firsts[0][0] if i == 0 and firsts else message
         parts.append(listed_message(message, i, first.get(id(message), total + 1), when))
     return "".join(parts) + "</div>"
 
 
-def listed_message(message: dict, i: int, first: int, when: str) -> str:
+def first_place(message: dict, start: int, end: int, first: dict, total: int) -> str:
+    """The system message requests start to end sent (end total + 1: and the run was left with)."""
+    last = min(end, total)
+    when = (
+        "after the last request: never sent"
+        if start > total
+        else f"sent by request {start}" + (f" to {last}" if last > start else "")
+    )
+    return listed_message(message, 0, first.get(id(message), total + 1), when, (start, end))
+
+
+def listed_message(message: dict, i: int, first: int, when: str, sent_by=None) -> str:
     """One message in a list: its role, when it was sent, its text (the start of a long one) and
-    its other fields."""
+    its other fields; sent_by: (from, to), the requests it is shown at, where not all of the
+    list's."""
     shown = dict(message)
     content = shown.pop("content", "") or ""
     # what the model thought, sent back with the message (DeepSeek's reasoning_content): shown
@@ -455,7 +490,9 @@ def listed_message(message: dict, i: int, first: int, when: str) -> str:
         content = content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
     extra = fields(shown) if len(shown) > 1 else ""
     return (
-        f"<div class=msg data-i={i} data-first={first}><span class=role>"
+        f"<div class=msg data-i={i} data-first={first}"
+        + (f" data-from={sent_by[0]} data-to={sent_by[1]}" if sent_by else "")
+        + "><span class=role>"
         f"{escape(message.get('role', '?'))}</span> <span class=meta>{when}</span>"
         + (
             f"<p class=meta>its reasoning, a field of the message ({escape(thought_key)}), "

@@ -26,7 +26,9 @@ class Request(NamedTuple):
     ran under: a helper's call, or compaction-… for a summary). step: its number as the terminal
     printed it. messages: what it sent, in order. tools: the tools it offered, as the model saw
     them (None where the transcript does not say). reply: the assistant/message event that
-    answered it. results: the tool/result events recorded for the reply's calls."""
+    answered it. results: the tool/result events recorded for the reply's calls. system: the
+    system message it sent in the place of history[0] (None: history[0] itself): a run/resume or a
+    handoff changes the system prompt of a list that goes on, never copying it."""
 
     under: str | None
     step: int
@@ -35,10 +37,11 @@ class Request(NamedTuple):
     tools: list[dict] | None
     reply: dict
     results: list[dict]
+    system: dict | None = None
 
     @property
     def messages(self) -> list[dict]:
-        return self.history[: self.count]
+        return sent(self.history, self.system, self.count)
 
     @property
     def calls(self) -> list[dict]:
@@ -47,12 +50,25 @@ class Request(NamedTuple):
 
 
 class Conversation:
-    """One conversation as walk() has read it so far: its messages (a new list where one was
-    replaced: what an earlier request sent stays as it was), the tools it offers, its step, and
+    """One conversation as walk() has read it so far: its list of messages (a new list where a
+    compaction replaced one: what an earlier request sent stays as it was), the system message in
+    the place of the list's first (None: the first itself), the tools it offers, its step, and
     the agent it was last handed to (None: the program's own)."""
 
     def __init__(self):
-        self.messages, self.tools, self.step, self.last, self.agent = [], None, 0, None, None
+        self.history, self.system, self.tools, self.step = [], None, None, 0
+        self.last, self.agent = None, None
+
+    @property
+    def messages(self) -> list[dict]:
+        """What it holds now, in order (the list itself, or a new one where its system prompt
+        changed)."""
+        return self.history if self.system is None else sent(self.history, self.system, None)
+
+
+def sent(history: list[dict], system: dict | None, count: int | None) -> list[dict]:
+    """The first count messages of history, with system in the place of the first."""
+    return history[:count] if system is None else [system, *history[1:count]]
 
 
 def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversation]]:
@@ -63,40 +79,48 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
         under = event.get("under")
         here = conversations.setdefault(under, Conversation())
         kind = event["type"]
-        if kind == "run/start" and (under is not None or not here.messages):
+        if kind == "run/start" and (under is not None or not here.history):
             # a helper's run starts its own conversation; the run's own starts once, with the
             # messages it was given where run() went on with a conversation from Python
-            here.messages = [{"role": "system", "content": event["system_prompt"]}]
-            here.messages += [dict(m) for m in event.get("messages") or []]
-            here.tools, here.step = offered(event.get("tools")), 0
+            here.history = [{"role": "system", "content": event["system_prompt"]}]
+            here.history += [dict(m) for m in event.get("messages") or []]
+            here.system, here.tools, here.step = None, offered(event.get("tools")), 0
         elif kind in ("run/resume", "agent/handoff"):
-            here.messages = with_system_prompt(here.messages, event.get("system_prompt"))
+            changed(here, event.get("system_prompt"))
             here.tools = offered(event.get("tools"), here.tools)
             here.agent = event.get("to") if kind == "agent/handoff" else event.get("agent")
             if kind == "run/resume":  # a new run(), even where the one before was killed
                 here.step = 0
         elif kind == "user/message":
-            here.messages.append({"role": "user", "content": event["content"]})
+            here.history.append({"role": "user", "content": event["content"]})
         elif is_no_reply(event):  # in the conversation from here on; no request got it
-            here.messages.append(event["message"])
+            here.history.append(event["message"])
         elif kind == "assistant/message":
             here.step += 1
             here.last = Request(
-                under, here.step, here.messages, len(here.messages), here.tools, event, []
+                under,
+                here.step,
+                here.history,
+                len(here.history),
+                here.tools,
+                event,
+                [],
+                here.system,
             )
             requests.append(here.last)
-            here.messages.append(event["message"])
+            here.history.append(event["message"])
         elif kind == "tool/result":
             message = {
                 "role": "tool",
                 "tool_call_id": event["call_id"],
                 "content": event["content"],
             }
-            here.messages.append(message)
+            here.history.append(message)
             if here.last is not None:
                 here.last.results.append(event)
         elif kind == "context/compacted":
-            here.messages = compaction.applied(here.messages, event)
+            # the system prompt is none of what a compaction replaces: it stays as it is
+            here.history = compaction.applied(here.history, event)
         elif kind == "turn/end":  # run() ended: the next one numbers its steps from 1
             here.step = 0
     return requests, conversations
@@ -123,6 +147,21 @@ def offered(tools, before=None) -> list[dict] | None:
         t if isinstance(t, dict) else {"type": "function", "function": {"name": str(t)}}
         for t in tools
     ]
+
+
+def changed(here: Conversation, prompt) -> None:
+    """A conversation given prompt as its system prompt from here on: the same list, its first
+    message replaced for the requests to come (copied per event, the lists of a transcript whose
+    events alternate two prompts grew with the square of its length: 3.3 MB took 3.9 GB)."""
+    if not isinstance(prompt, str):
+        return
+    system = {"role": "system", "content": prompt}
+    if here.history and here.history[0]["role"] == "system":
+        now = here.system or here.history[0]
+        if now != system:
+            here.system = None if here.history[0] == system else system
+    else:  # no system prompt yet: it is put first, once
+        here.history, here.system = [system, *here.history], None
 
 
 def with_system_prompt(messages: list[dict], prompt) -> list[dict]:

@@ -165,9 +165,11 @@ def test_each_lessons_page_shows_every_step_message_call_and_result(tmp_path, le
     inner = [e for e in steps if "under" in e]  # a helper's or a summary's, nested in place
     assert len(re.findall(r'class="step" id="step-\d+"', shown)) == len(steps) - len(inner)
     assert len(re.findall(r'class="substep"', shown)) == len(inner)
-    # the last list is the conversation as the run left it, each message once
+    # the last list is the conversation as the run left it, each message once (a system prompt
+    # a handoff replaced is in its first place too, hidden after the run)
     last = shown.split('class="version"')[-1]
-    assert len(re.findall(r'class="msg[^"]*" data-i="\d+"', last)) == len(runs.conversation(events))
+    seen = re.findall(r'class="msg(?! hidden)[^"]*" data-i="\d+"', last)
+    assert len(seen) == len(runs.conversation(events))
     for result in (e for e in events if e["type"] == "tool/result"):
         assert html.escape(visible(result["content"]), quote=False) in shown  # as the DOM says it
     for step in steps:
@@ -387,11 +389,14 @@ def test_a_long_run_is_written_in_linear_time():
 
 
 @pytest.mark.parametrize(
-    "lesson", [ROOT / "examples" / f"lesson-{n}.jsonl" for n in ("10", "08")], ids=lambda p: p.stem
+    "lesson",
+    [ROOT / "examples" / f"lesson-{n}.jsonl" for n in ("10", "08", "09")],
+    ids=lambda p: p.stem,
 )
 def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson, chromium):
-    # Lesson 10 compacts twice and lesson 08 nests a helper: at each of the run's own requests the
-    # list shown is the one it sent (realworld/runs.py), in its order, none more (issue 33).
+    # Lesson 10 compacts twice, lesson 08 nests a helper, lesson 09 hands off: at each of the
+    # run's own requests the list shown is the one it sent (realworld/runs.py), in its order,
+    # none more (issue 33).
     events = transcripts.read(lesson)
     own = [r for r in runs.requests(events) if r.under is None]
     out = written(tmp_path, lesson)
@@ -400,7 +405,10 @@ def test_the_slider_shows_exactly_what_each_request_sent(tmp_path, lesson, chrom
         assert f"request {number} (step {request.step}): {request.count} messages" in shown
         lists = shown.split('<div class="version')[1:]
         [visible_list] = [body for body in lists if not body.startswith(" hidden")]
-        listed = r'<div class="msg( new)?( hidden)?" data-i="\d+" data-first="\d+">'
+        listed = (
+            r'<div class="msg( new)?( hidden)?" data-i="\d+" data-first="\d+"'
+            r'(?: data-from="\d+" data-to="\d+")?>'
+        )
         roles = re.findall(listed + r'<span class="role">(\w+)</span>', visible_list)
         assert [role for _, hidden, role in roles if not hidden] == [
             m["role"] for m in request.messages
