@@ -36,7 +36,13 @@ def step(i: int) -> list[dict]:
             "type": "assistant/message",
             "message": {"role": "assistant", "content": "", "tool_calls": [call]},
         },
-        {"type": "tool/result", "call_id": f"c{i}", "name": "read_file", "content": "ok", "ok": True},
+        {
+            "type": "tool/result",
+            "call_id": f"c{i}",
+            "name": "read_file",
+            "content": "ok",
+            "ok": True,
+        },
     ]
 
 
@@ -105,7 +111,7 @@ def test_the_depth_check_still_counts_only_brackets_outside_strings():
     # that never closes ends the count, where json.loads stops reading.
     deep = "[" * (MAX_DEPTH + 1)
     assert nested_deeper(deep) and not nested_deeper("[" * MAX_DEPTH)
-    assert not nested_deeper(json.dumps(["\\\"" + deep]))
+    assert not nested_deeper(json.dumps(['\\"' + deep]))
     assert nested_deeper('["a\\"b", ' + deep)
     assert not nested_deeper('"never closed ' + deep)
     assert nested_deeper(deep + '"never closed')
