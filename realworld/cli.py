@@ -99,6 +99,13 @@ def command(program: Program, argv: list[str] | None) -> int:
     if problem := own.overlap(options.workdir):  # its code, runs/ and Python: out of reach
         say(f"agent: {problem}")
         return 2
+    if own.in_workspace(options.transcript, options.workdir):
+        say(
+            f"agent: the transcript {options.transcript} is in the workspace {options.workdir}, "
+            "where a command or write_file could rewrite what this run records: give a "
+            "--transcript outside it, or leave it out to keep the run in runs/"
+        )
+        return 2
     if problem := own.make_runs():  # before any command could make it
         say(f"agent: {problem}")
     # Never silently unsandboxed; this also fixes which bubblewrap every command will use.
@@ -122,7 +129,9 @@ def command(program: Program, argv: list[str] | None) -> int:
     options.made_workdir = not options.workdir.exists()  # a typo makes a new one: say so
     try:
         options.workdir.mkdir(parents=True, exist_ok=True)
-        transcript = transcripts.open_run(options.transcript, options.resume, recorded)
+        transcript = transcripts.open_run(
+            options.transcript, options.resume, recorded, options.workdir
+        )
     except (OSError, transcripts.TranscriptError) as e:
         say(f"agent: {transcripts.refused(e)}" if isinstance(e, OSError) else f"agent: {e}")
         return 2

@@ -92,6 +92,14 @@ def overlap(workdir) -> str | None:
     return None
 
 
+def in_workspace(path: Path | None, workdir) -> bool:
+    """Whether a file the agent keeps (the transcript it writes) lies in the workspace, where a tool
+    could rewrite it between its lines, and a pause's seal is read back from it."""
+    if path is None:
+        return False
+    return within(resolved(Path(path).parent) / Path(path).name, resolved(Path(workdir)))
+
+
 # --- runs/: the agent's before anything runs ------------------------------------------------------
 
 

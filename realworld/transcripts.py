@@ -139,18 +139,19 @@ def refused(e: OSError) -> str:
     return f"{e.strerror}: {e.filename}"
 
 
-def open_run(path: Path | None, resume: Path | None, recorded: list[dict]):
+def open_run(path: Path | None, resume: Path | None, recorded: list[dict], workdir: Path):
     """The transcript this run writes: the one it resumes, appended to, or a new one (at path,
-    or in runs/). A lesson in examples/ is never changed: resuming one starts a new transcript that
-    begins with its events."""
-    if resume and not resume.resolve().is_relative_to(config.HERE / "examples"):
+    or in runs/). A lesson in examples/, or a transcript in the workspace (where a tool could
+    rewrite it), is never written to: resuming one starts a new transcript that begins with the
+    events read from it."""
+    lesson = resume and resume.resolve().is_relative_to(config.HERE / "examples")
+    if resume and not lesson and not own.in_workspace(resume, workdir):
         return open_file(resume, "a")
     transcript = open_file(path, "x")
     if resume:
-        say(
-            f"agent: {resume} is a lesson and stays as it is; this conversation goes on in "
-            f"{transcript.name}"
-        )
+        why = "is a lesson" if lesson else "is in the workspace, where a command could change it,"
+        goes_on = f"this conversation goes on in {transcript.name}"
+        say(f"agent: {resume} {why} and stays as it is; {goes_on}")
         for event in recorded:
             write(transcript, event)
     return transcript
