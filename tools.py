@@ -530,6 +530,19 @@ def refuse_protected(path: str, target: Path, workdir: Path) -> None:
         )
     if target.is_dir():
         raise ToolError(f"{path} is a folder; give a file path")
+    # what git runs or reads at the person's next git command, asked of git as the sandbox asks
+    before = sandbox.record(root)
+    if not (before["complete"] and before["answered"]):
+        raise ToolError(
+            f"{path} not written: the workspace is more than the agent reads to know what git's "
+            "configuration names (see --sandbox in docs/safety.md). Ask the user."
+        )
+    if any(p in before["named"] for p in (target, *target.parents)):
+        raise ToolError(
+            f"{path} is named by git's configuration (a hook, a filter, a file it includes), or "
+            "lies in a folder it names: not written, since git would run or read it whenever "
+            "anyone runs git here. Ask the user to edit it."
+        )
 
 
 @contextlib.contextmanager
