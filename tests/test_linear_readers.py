@@ -133,7 +133,7 @@ def test_each_request_sent_the_system_prompt_of_its_resume_and_the_page_shows_ea
     requests = runs.requests(events)
     assert [r.messages[0]["content"] for r in requests] == [prompt(i) for i in range(6)]
     assert [len(r.messages) for r in requests] == [2 + 3 * i for i in range(6)]
-    assert all(r.history is requests[0].history for r in requests)  # one list, never copied
+    assert all(r.conversation is requests[0].conversation for r in requests)  # never copied
     assert runs.conversation(events)[0] == {"role": "system", "content": prompt(5)}
     shown = page.page(events, SYSTEM_PROMPT)
     listed = shown.split("<h2 id=messages>")[1]
