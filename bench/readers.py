@@ -76,12 +76,39 @@ def alternating(n: int) -> list[dict]:
 
 def placeholders(n: int) -> list[dict]:
     """n results, then n compactions, each putting a placeholder in one's place, each followed by
-    a reply: every compaction a new list (what is left, see docs/benchmark.md)."""
+    a reply (each compaction copied the whole conversation before)."""
     events = start()
     for i in range(n):
         events += step(i)
     for i in range(n):
         events.append({"type": "context/compacted", "placeholders": {f"c{i}": "[cut]"}})
+        events += step(n + i)
+    return events
+
+
+def summaries(n: int) -> list[dict]:
+    """n tasks, then n compactions, each a summary in the place of the one before and one task
+    (the first: of one task), each followed by a reply: the conversation stays as long."""
+    events = start()[:1] + [{"type": "user/message", "content": f"task {i}"} for i in range(n)]
+    for i in range(n - 1):
+        summary = {"text": f"summary {i}", "replaced": 3 if i else 1}
+        events.append({"type": "context/compacted", "placeholders": {}, "summary": summary})
+        events += step(i)
+    return events
+
+
+def mixed(n: int) -> list[dict]:
+    """n turns, then n compactions, each a placeholder for a result further on and a summary of
+    the earliest turn left, then a resume with the other system prompt and a reply."""
+    events = start()[:1]
+    for i in range(n):
+        events.append({"type": "user/message", "content": f"task {i}"})
+        events += step(i)
+    for i in range(n - 1):
+        summary = {"text": f"summary {i}", "replaced": 5 if i else 3}
+        cut = {f"c{n - 1 - i}": "[cut]"}
+        events.append({"type": "context/compacted", "placeholders": cut, "summary": summary})
+        events.append({"type": "run/resume", "system_prompt": ("A " if i % 2 else "B ") * 20})
         events += step(n + i)
     return events
 
@@ -95,7 +122,7 @@ READERS = {
     "depth check, an unterminated string of escaped quotes": (
         nested_deeper,
         lambda n: '{"a": "' + '\\"' * n,
-        2**17,
+        2**19,
     ),
     "depth check, an unterminated string of backslashes": (
         nested_deeper,
@@ -111,11 +138,24 @@ READERS = {
     "walk, resumes alternating the system prompt": (runs.walk, alternating, 2_000),
     "--show's lines, the same": (lambda e: list(page.shown(e, SYSTEM_PROMPT)), alternating, 2_000),
     "page, the same": (lambda e: page.page(e, SYSTEM_PROMPT), alternating, 500),
-    "walk, a placeholder at each step (left)": (runs.walk, placeholders, 500),
-    "page, a placeholder at each step (left)": (
+    "walk, a placeholder at each step": (runs.walk, placeholders, 4_000),
+    "page, a placeholder at each step": (
         lambda e: page.page(e, SYSTEM_PROMPT),
         placeholders,
-        60,
+        1_000,
+    ),
+    "walk, a summary at each step": (runs.walk, summaries, 4_000),
+    "page, a summary at each step": (lambda e: page.page(e, SYSTEM_PROMPT), summaries, 1_000),
+    "walk, a placeholder, a summary and a resume at each step": (runs.walk, mixed, 2_000),
+    "--show's lines, a placeholder, a summary and a resume": (
+        lambda e: list(page.shown(e, SYSTEM_PROMPT)),
+        mixed,
+        2_000,
+    ),
+    "page, a placeholder, a summary and a resume": (
+        lambda e: page.page(e, SYSTEM_PROMPT),
+        mixed,
+        500,
     ),
 }
 

@@ -160,14 +160,40 @@ def last_reply(messages: list[dict]) -> int:
 class Compacted(str):
     """The text compaction put in a message's place (a placeholder, a summary), as it is sent;
     replaced: the texts it stands for, which the rules that read the conversation still read
-    (a call a tool result held stays one the model repeats, not one it makes: replies.quotable)."""
+    (a call a tool result held stays one the model repeats, not one it makes: replies.quotable).
+    within: the compacted texts among what it replaced, whose own it stands for too, read only
+    when asked (a summary of a summary, each made with all the texts before, grew with the square
+    of the compactions)."""
 
-    replaced: tuple[str, ...] = ()
-
-    def __new__(cls, text: str, replaced=()):
+    def __new__(cls, text: str, replaced=(), within=()):
         made = super().__new__(cls, text)
-        made.replaced = tuple(replaced)
+        made.own, made.within = tuple(replaced), tuple(within)
         return made
+
+    @property
+    def replaced(self) -> tuple[str, ...]:
+        if self.within:  # read once, in one pass, however deep the summaries of summaries go
+            texts, waiting = list(self.own), list(reversed(self.within))
+            while waiting:
+                inner = waiting.pop()
+                texts.append(inner)
+                texts += inner.own
+                waiting += reversed(inner.within)
+            self.own, self.within = tuple(texts), ()
+        return self.own
+
+
+def standing(messages: list[dict]) -> tuple[list[str], list[Compacted]]:
+    """What a summary of messages stands for: replies.quoted_texts() of them, the compacted texts
+    among them left whole (within: their own texts read when asked)."""
+    within, plain = [], []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, Compacted) and message.get("role") in ("user", "tool"):
+            within.append(content)
+            message = {**message, "content": str(content)}
+        plain.append(message)
+    return replies.quoted_texts(plain), within
 
 
 def can_make_room(messages: list[dict]) -> bool:
@@ -254,8 +280,7 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
         transcripts.record(under, "turn/end", status="no_summary")
         return None
     summary = summary[:4_000]
-    said = replies.quoted_texts(messages[first:current])
-    shorter = summary_messages(summary, said)
+    shorter = summary_messages(summary, *standing(messages[first:current]))
     if tokens(shorter, [], client) >= tokens(messages[first:current], [], client):
         say("compacting: the model's summary was no shorter than what it would replace; kept")
         transcripts.record(under, "turn/end", status="no_summary")
@@ -279,35 +304,13 @@ def nothing_to_summarize(earlier: list[dict]) -> bool:
     return len(earlier) <= 2 and first.startswith(SUMMARY_HEAD)
 
 
-def summary_messages(summary: str, replaced=()) -> list[dict]:
-    """The two messages that stand for the earliest turns (replaced: what they said)."""
+def summary_messages(summary: str, replaced=(), within=()) -> list[dict]:
+    """The two messages that stand for the earliest turns (replaced: what they said; within: the
+    compacted texts among them, Compacted)."""
     return [
-        {"role": "user", "content": Compacted(SUMMARY_HEAD + summary, replaced)},
+        {"role": "user", "content": Compacted(SUMMARY_HEAD + summary, replaced, within)},
         {"role": "assistant", "content": SUMMARY_REPLY},
     ]
-
-
-def applied(messages: list[dict], event: dict) -> list[dict]:
-    """messages as a context/compacted event left them, a new list with new messages where they
-    changed (realworld/runs.py: what an earlier request sent stays as it was)."""
-    # the span reads roles and counts alone: the placeholders below leave it where it is
-    replaced, span = recorded_placeholders(event), summary_span(messages, event)
-    if replaced and not any(
-        m["role"] == "tool" and m["tool_call_id"] in replaced for m in messages
-    ):
-        replaced = {}  # none of its placeholders stands for a result here: nothing to copy
-    if not replaced and not span:
-        return messages  # nothing changed: the same list goes on
-    messages = [
-        {**m, "content": Compacted(replaced[m["tool_call_id"]], replies.quoted_texts([m]))}
-        if m["role"] == "tool" and m["tool_call_id"] in replaced
-        else m
-        for m in messages
-    ]
-    if span:
-        said = replies.quoted_texts(messages[span])
-        messages[span] = summary_messages(event["summary"]["text"], said)
-    return messages
 
 
 def recorded_placeholders(event: dict) -> dict:
@@ -316,14 +319,15 @@ def recorded_placeholders(event: dict) -> dict:
     return {k: v for k, v in replaced.items() if isinstance(v, str)}
 
 
-def summary_span(messages: list[dict], event: dict) -> slice | None:
-    """The messages a context/compacted event's summary replaced, or None: a span after the
-    system prompt that ends where a task begins, as summarize() makes it, never inside a turn."""
+def summary_span(roles, event: dict) -> tuple[int, int] | None:
+    """Where a context/compacted event's summary goes in a conversation whose messages have roles
+    (a sequence, read in place), or None: from after the system prompt to where a task begins, as
+    summarize() makes it, never inside a turn."""
     summary = event.get("summary")
     if not isinstance(summary, dict) or not isinstance(summary.get("text"), str):
         return None
-    count, first = summary.get("replaced"), start_of(messages)
-    if type(count) is not int or not 0 < count <= len(messages) - first:
+    count, first = summary.get("replaced"), 1 if len(roles) and roles[0] == "system" else 0
+    if type(count) is not int or not 0 < count <= len(roles) - first:
         return None
     end = first + count
-    return slice(first, end) if end == len(messages) or messages[end]["role"] == "user" else None
+    return (first, end) if end == len(roles) or roles[end] == "user" else None

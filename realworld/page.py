@@ -50,15 +50,14 @@ const versions = [...document.querySelectorAll(".version")];
 const slider = document.getElementById("at-step"), shown = document.getElementById("at-step-n");
 function showStep(n) {
   const at = n <= steps.length ? steps[n - 1].dataset : null;
-  const v = at ? at.v : versions[versions.length - 1].dataset.v;
-  const count = at ? Number(at.count) : Infinity;
+  const last = versions[versions.length - 1];
+  const v = at ? at.v : last && last.dataset.v;
   shown.textContent = at ? "request " + n + " (step " + at.step + "): " + at.count + " messages"
     : "after the run";
   for (const box of versions) {
     box.classList.toggle("hidden", box.dataset.v !== v);
-    for (const m of box.querySelectorAll(".msg")) {
-      const other = m.dataset.from && (n < Number(m.dataset.from) || n > Number(m.dataset.to));
-      m.classList.toggle("hidden", Number(m.dataset.i) >= count || Boolean(other));
+    for (const m of box.querySelectorAll(".msg")) {  // each message once, with who sent it
+      m.classList.toggle("hidden", n < Number(m.dataset.from) || n > Number(m.dataset.to));
       m.classList.toggle("new", Number(m.dataset.first) === n);
     }
   }
@@ -112,10 +111,10 @@ def page(events: list[dict], system_prompt: str) -> str:
             ends[str(event["under"])] = event
     at = {id(r.reply): (n, r) for n, r in enumerate(own, 1)}
     final = conversations.get(None) or runs.Conversation()
-    # each list of messages the run's own requests sent, numbered in order (a compaction or a
-    # handoff starts another): the slider shows the one a request sent
+    # the run's own conversation, numbered (a run that started it again has another before it):
+    # the slider shows the one a request was sent in
     lists = {}
-    for sent in [*(r.history for r in own), final.history]:
+    for sent in [*(r.conversation for r in own), final]:
         lists.setdefault(id(sent), len(lists))
     body = []
     for event in events:
@@ -209,7 +208,7 @@ def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict)
     if kind == "assistant/message":
         number, request = at[id(event)]
         before = own[number - 2] if number > 1 else None
-        return step(request, before, nested, ends, (number, lists[id(request.history)]))
+        return step(request, before, nested, ends, (number, lists[id(request.conversation)]))
     if kind in ("run/start", "tool/result", "tool/started"):
         return ""  # the start is in the header; a result is shown with its call, in the step
     return other_event(event, nested, ends)
@@ -218,8 +217,8 @@ def row(event: dict, at: dict, own: list, nested: dict, ends: dict, lists: dict)
 def step(request: Request, before: Request | None, nested: dict, ends: dict, own=None) -> str:
     """One step: what its request sent, what came back, every call with its result (and the
     requests of a helper it started), how it ended. own: (its number among the run's own
-    requests, the number of the list it sent) for a step of the run's own; a helper's and a
-    summary's are substeps."""
+    requests, the number of the conversation it was sent in) for a step of the run's own; a
+    helper's and a summary's are substeps."""
     message, reply = request.reply["message"], request.reply
     new = new_messages(request, before)
     tokens = tokens_of(request)
@@ -255,14 +254,9 @@ def step(request: Request, before: Request | None, nested: dict, ends: dict, own
 def new_messages(request: Request, before: Request | None) -> list[dict]:
     """What a request sent that the one before it in its conversation had not: what was added
     since, and what a compaction or a handoff put in the place of what was there."""
-    if before is None:
-        return request.messages
-    if before.history is request.history:
-        system = request.system or request.history[0]
-        changed = [system] if system is not (before.system or before.history[0]) else []
-        return changed + request.history[before.count : request.count]
-    sent_before = {id(m) for m in before.messages}
-    return [m for m in request.messages if id(m) not in sent_before]
+    here = request.conversation
+    since = before.index if before is not None and before.conversation is here else None
+    return [e.message for e in here.made_for(request.index, since)]
 
 
 def calls_and_results(calls: list[dict], results: list[dict], nested: dict, ends: dict) -> list:
@@ -403,82 +397,54 @@ PREVIEW = 2000  # characters of a long tool result or reply in the list of messa
 
 
 def message_list(own: list[Request], final: runs.Conversation, lists: dict) -> str:
-    """The run's own conversation as its requests sent it: one list for each stretch of requests
-    that sent the same list growing (a compaction starts another), each message with the
-    requests that sent it; the last holds the conversation as the run left it. A system prompt
-    that a resume or a handoff changed is shown in the list's first place, once for each stretch
-    of requests that sent it (a list shown whole at each change grew with the square)."""
-    versions = []  # (the list, [(request number, count)], [[system message, from, to]])
+    """The run's own conversation as its requests sent it: each message it ever held once, with
+    the requests that sent it (a compaction, a resume or a handoff ends some and begins others:
+    a list shown whole at each change grew with the square); the slider shows those a request
+    sent, in their order, and those the run was left with."""
+    stretches = []  # (a conversation, the number of its first request, of its last)
     for number, request in enumerate(own, 1):
-        if not versions or versions[-1][0] is not request.history:
-            versions.append((request.history, [], []))
-        versions[-1][1].append((number, request.count))
-        systems(versions[-1][2], request.system or request.history[0], number)
-    if final.history and (not versions or versions[-1][0] is not final.history):
-        versions.append((final.history, [], []))
-    if final.history:
-        systems(versions[-1][2], final.system or final.history[0], len(own) + 1)
-    first = {}  # a message, by its identity: the request that first sent it
-    for number, request in enumerate(own, 1):
-        for m in new_messages(request, own[number - 2] if number > 1 else None):
-            first.setdefault(id(m), number)
+        if not stretches or stretches[-1][0] is not request.conversation:
+            stretches.append([request.conversation, number, number])
+        stretches[-1][2] = number
+    if not stretches or stretches[-1][0] is not final:
+        stretches.append([final, len(own) + 1, len(own)])
     return "".join(
-        version(sent, lists[id(sent)], counts, first, len(own), firsts)
-        for sent, counts, firsts in versions
+        version(here, lists[id(here)], start, end, len(own), here is final)
+        for here, start, end in stretches
+        if len(here.entries)
     )
 
 
-def systems(stretches: list, message: dict, number: int) -> None:
-    """Request number sent message in its list's first place: its stretch goes on, or another
-    begins."""
-    if stretches and stretches[-1][0] is message:
-        stretches[-1][2] = number
-    else:
-        stretches.append([message, number, number])
-
-
-def version(sent: list[dict], v: int, counts: list, first: dict, total: int, firsts: list) -> str:
-    """One list of messages (number v) and the requests that sent it (counts: (request number,
-    how many of its messages)); firsts: the message each stretch of them sent in its first
-    place ([message, from, to])."""
+def version(here: runs.Conversation, v: int, start: int, end: int, total: int, left) -> str:
+    """One conversation (number v), whose requests are the run's own start to end; left: the run
+    was left with it (what it holds at the end is shown after the last request too)."""
     span = (
-        f"sent by request {counts[0][0]}" + (f" to {counts[-1][0]}" if len(counts) > 1 else "")
-        if counts
+        f"sent by request {start}" + (f" to {end}" if end > start else "")
+        if end >= start
         else "after the last request"
     )
     parts = [f"<div class=version data-v={v}><p class=meta>{span}:</p>"]
-    at = 0  # the first request of this list that sent message i
-    for i, message in enumerate(sent):
-        while at < len(counts) and counts[at][1] <= i:
-            at += 1
+    i = 0
+    for entry in here.listed():
+        first = start + entry.born
+        last = start + entry.died - 1 if entry.died is not None else total + 1 if left else end
+        if first > last:
+            continue  # replaced before any request sent it
+        stop = min(last, total)
         when = (
-            f"sent from request {counts[at][0]} on"
-            if at < len(counts)
-            else "after the last request: never sent"
+            "after the last request: never sent"
+            if first > total
+            else f"sent by request {first}" + (f" to {stop}" if stop > first else "")
         )
-        if i == 0 and len(firsts) > 1:  # a system prompt changed: each, with whom it was sent to
-            parts += [first_place(m, a, b, first, total) for m, a, b in firsts]
-            continue
-        message = firsts[0][0] if i == 0 and firsts else message
-        parts.append(listed_message(message, i, first.get(id(message), total + 1), when))
+        parts.append(listed_message(entry.message, i, first, when, (first, last)))
+        i += 1
     return "".join(parts) + "</div>"
 
 
-def first_place(message: dict, start: int, end: int, first: dict, total: int) -> str:
-    """The system message requests start to end sent (end total + 1: and the run was left with)."""
-    last = min(end, total)
-    when = (
-        "after the last request: never sent"
-        if start > total
-        else f"sent by request {start}" + (f" to {last}" if last > start else "")
-    )
-    return listed_message(message, 0, first.get(id(message), total + 1), when, (start, end))
-
-
-def listed_message(message: dict, i: int, first: int, when: str, sent_by=None) -> str:
+def listed_message(message: dict, i: int, first: int, when: str, sent_by: tuple) -> str:
     """One message in a list: its role, when it was sent, its text (the start of a long one) and
-    its other fields; sent_by: (from, to), the requests it is shown at, where not all of the
-    list's."""
+    its other fields; sent_by: (from, to), the requests it is shown at (to: the number after the
+    last request, where the run was left with it)."""
     shown = dict(message)
     content = shown.pop("content", "") or ""
     # what the model thought, sent back with the message (DeepSeek's reasoning_content): shown
@@ -490,9 +456,8 @@ def listed_message(message: dict, i: int, first: int, when: str, sent_by=None) -
         content = content[:PREVIEW] + f"\n… ({len(content):,} characters: all of it in its step)"
     extra = fields(shown) if len(shown) > 1 else ""
     return (
-        f"<div class=msg data-i={i} data-first={first}"
-        + (f" data-from={sent_by[0]} data-to={sent_by[1]}" if sent_by else "")
-        + "><span class=role>"
+        f"<div class=msg data-i={i} data-first={first} data-from={sent_by[0]} "
+        f"data-to={sent_by[1]}><span class=role>"
         f"{escape(message.get('role', '?'))}</span> <span class=meta>{when}</span>"
         + (
             f"<p class=meta>its reasoning, a field of the message ({escape(thought_key)}), "

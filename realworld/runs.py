@@ -17,31 +17,32 @@ pauses read what waits (realworld/pauses.py).
 from pathlib import Path
 from typing import NamedTuple
 
-from realworld import compaction, transcripts
+from realworld import compaction, replies, transcripts
 from realworld.guards import clean_text, visible
 
 
 class Request(NamedTuple):
     """One request the loop sent. under: its conversation (None: the run's own; else the id it
     ran under: a helper's call, or compaction-… for a summary). step: its number as the terminal
-    printed it. messages: what it sent, in order. tools: the tools it offered, as the model saw
-    them (None where the transcript does not say). reply: the assistant/message event that
-    answered it. results: the tool/result events recorded for the reply's calls. system: the
-    system message it sent in the place of history[0] (None: history[0] itself): a run/resume or a
-    handoff changes the system prompt of a list that goes on, never copying it."""
+    printed it. conversation, index: the conversation it was sent in, and which of its requests
+    it was (from 0). count: how many messages it sent. tools: the tools it offered, as the model
+    saw them (None where the transcript does not say). reply: the assistant/message event that
+    answered it. results: the tool/result events recorded for the reply's calls."""
 
     under: str | None
     step: int
-    history: list[dict]  # the conversation's list of messages; this request sent the first count
+    conversation: "Conversation"
+    index: int
     count: int
     tools: list[dict] | None
     reply: dict
     results: list[dict]
-    system: dict | None = None
 
     @property
     def messages(self) -> list[dict]:
-        return sent(self.history, self.system, self.count)
+        """What it sent, in order (rebuilt from its conversation: nothing is copied per
+        request)."""
+        return self.conversation.sent(self.index)
 
     @property
     def calls(self) -> list[dict]:
@@ -49,26 +50,162 @@ class Request(NamedTuple):
         return self.reply["message"].get("tool_calls") or []
 
 
+class Entry:
+    """One message a conversation held, from its request born on (its index among the
+    conversation's requests) to its request died (None: to the end), and the entry listed after
+    it (the order of every message it ever held: a message that took another's place follows
+    it)."""
+
+    __slots__ = ("born", "died", "message", "next", "place", "slot")
+
+    def __init__(self, message: dict, born: int):
+        self.message, self.born, self.died, self.next, self.slot = message, born, None, None, 0
+        self.place = 0
+
+    def sent_by(self, index: int) -> bool:
+        """Whether the conversation's request index sent it."""
+        return self.born <= index and (self.died is None or index < self.died)
+
+
 class Conversation:
-    """One conversation as walk() has read it so far: its list of messages (a new list where a
-    compaction replaced one: what an earlier request sent stays as it was), the system message in
-    the place of the list's first (None: the first itself), the tools it offers, its step, and
+    """One conversation as walk() has read it so far: every message it ever held, each once (a
+    compaction or a new system prompt ends some and begins others, from the next request on: a
+    list copied at each grew with the square of the events), the tools it offers, its step, and
     the agent it was last handed to (None: the program's own)."""
 
     def __init__(self):
-        self.history, self.system, self.tools, self.step = [], None, None, 0
-        self.last, self.agent = None, None
+        self.entries = []  # every Entry, in the order it came
+        self.slots, self.lo = [], 0  # what it holds now: slots[lo:] (room before, for a summary)
+        self.head = self.tail = None  # the first and last Entry listed
+        self.marks = []  # len(entries) at each of its requests
+        self.results = {}  # call id: the entries of results no placeholder stands for yet
+        self.tools, self.step, self.last, self.agent, self.placed = None, 0, None, None, True
+
+    def __len__(self) -> int:
+        return len(self.slots) - self.lo
+
+    def at(self, i: int) -> Entry:
+        return self.slots[self.lo + i]
 
     @property
     def messages(self) -> list[dict]:
-        """What it holds now, in order (the list itself, or a new one where its system prompt
-        changed)."""
-        return self.history if self.system is None else sent(self.history, self.system, None)
+        """What it holds now, in order."""
+        return [e.message for e in self.slots[self.lo :]]
+
+    def listed(self):
+        """Every entry it ever held, in the order a list of them reads (each request's, in the
+        order it sent them)."""
+        entry = self.head
+        while entry is not None:
+            yield entry
+            entry = entry.next
+
+    def sent(self, index: int) -> list[dict]:
+        """What its request index sent, in order."""
+        return [e.message for e in self.listed() if e.sent_by(index)]
+
+    def made_for(self, index: int, since: int | None = None) -> list[Entry]:
+        """The entries its request index sent that its request since (None: none) did not, in
+        the order it sent them."""
+        start = 0 if since is None else self.marks[since]
+        made = [e for e in self.entries[start : self.marks[index]] if e.sent_by(index)]
+        if not self.placed:  # each entry's place in the list, counted once walk() has read all
+            for place, entry in enumerate(self.listed()):
+                entry.place = place
+            self.placed = True
+        return sorted(made, key=lambda e: e.place)
+
+    def made(self, message: dict, result: bool = True) -> Entry:
+        """A new entry, from the next request on. result: a tool result a placeholder may stand
+        for (what a compaction made never is one: each is compacted once, as by the loop)."""
+        entry = Entry(message, len(self.marks))
+        self.entries.append(entry)
+        self.placed = False
+        content, call_id = message.get("content"), message.get("tool_call_id")
+        compacted = isinstance(content, str) and compaction.is_placeholder(content)
+        if result and message.get("role") == "tool" and isinstance(call_id, str) and not compacted:
+            self.results.setdefault(call_id, []).append(entry)
+        return entry
+
+    def append(self, message: dict) -> None:
+        entry = self.made(message)
+        entry.slot = len(self.slots)
+        self.slots.append(entry)
+        self.linked(self.tail, [entry])
+
+    def linked(self, after: Entry | None, entries: list[Entry]) -> None:
+        """entries listed right after after (None: first)."""
+        if not entries:
+            return
+        following = after.next if after is not None else self.head
+        for entry in reversed(entries):
+            entry.next, following = following, entry
+        if after is None:
+            self.head = following
+        else:
+            after.next = following
+        if after is self.tail or self.tail is None:
+            self.tail = entries[-1]
+
+    def put(self, old: Entry, message: dict) -> None:
+        """message in old's place from the next request on."""
+        entry = self.made(message, result=False)
+        old.died, entry.slot = len(self.marks), old.slot
+        self.slots[old.slot] = entry
+        self.linked(old, [entry])
+
+    def spliced(self, first: int, end: int, messages: list[dict]) -> None:
+        """messages in the place of what it holds from first to end, from the next request on;
+        only the first `first` stay before them."""
+        gone = [self.at(i) for i in range(first, end)]
+        kept = [self.at(i) for i in range(first)]
+        new = [self.made(m, result=False) for m in messages]
+        for entry in gone:
+            entry.died = len(self.marks)
+        self.linked(gone[-1] if gone else (kept[-1] if kept else None), new)
+        top = self.lo + end - len(kept) - len(new)
+        if top < 0:  # room before it, as much as it holds: made again as seldom as it doubles
+            self.roomier(-top + len(self))
+            top = self.lo + end - len(kept) - len(new)
+        for place, entry in enumerate([*kept, *new], top):
+            self.slots[place], entry.slot = entry, place
+        self.lo = top
+
+    def roomier(self, room: int) -> None:
+        self.slots = [None] * room + self.slots
+        self.lo += room
+        for entry in self.slots[self.lo :]:
+            entry.slot += room
+
+    def compacted(self, event: dict) -> None:
+        """A context/compacted event applied where it happened: each placeholder in the place of
+        the results of its call that none stands for yet (the loop never compacts one twice), the
+        summary in the place of the span it replaced (compaction.summary_span)."""
+        span = compaction.summary_span(Roles(self), event)  # the placeholders keep every role
+        for call_id, text in compaction.recorded_placeholders(event).items():
+            for entry in self.results.pop(call_id, []):
+                if entry.died is None:
+                    message = entry.message
+                    said = replies.quoted_texts([message])
+                    self.put(entry, {**message, "content": compaction.Compacted(text, said)})
+        if span:
+            first, end = span
+            gone = [self.at(i).message for i in range(first, end)]
+            made = compaction.summary_messages(event["summary"]["text"], *compaction.standing(gone))
+            self.spliced(first, end, made)
 
 
-def sent(history: list[dict], system: dict | None, count: int | None) -> list[dict]:
-    """The first count messages of history, with system in the place of the first."""
-    return history[:count] if system is None else [system, *history[1:count]]
+class Roles:
+    """The role of each message a conversation holds now, read in place (never a copy)."""
+
+    def __init__(self, conversation: Conversation):
+        self.conversation = conversation
+
+    def __len__(self) -> int:
+        return len(self.conversation)
+
+    def __getitem__(self, i: int):
+        return self.conversation.at(i).message["role"]
 
 
 def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversation]]:
@@ -79,12 +216,15 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
         under = event.get("under")
         here = conversations.setdefault(under, Conversation())
         kind = event["type"]
-        if kind == "run/start" and (under is not None or not here.history):
+        if kind == "run/start" and (under is not None or not len(here)):
             # a helper's run starts its own conversation; the run's own starts once, with the
             # messages it was given where run() went on with a conversation from Python
-            here.history = [{"role": "system", "content": event["system_prompt"]}]
-            here.history += [dict(m) for m in event.get("messages") or []]
-            here.system, here.tools, here.step = None, offered(event.get("tools")), 0
+            fresh = conversations[under] = Conversation()
+            fresh.last, fresh.agent, here = here.last, here.agent, fresh
+            here.append({"role": "system", "content": event["system_prompt"]})
+            for message in event.get("messages") or []:
+                here.append(dict(message))
+            here.tools = offered(event.get("tools"))
         elif kind in ("run/resume", "agent/handoff"):
             changed(here, event.get("system_prompt"))
             here.tools = offered(event.get("tools"), here.tools)
@@ -92,35 +232,28 @@ def walk(events: list[dict]) -> tuple[list[Request], dict[str | None, Conversati
             if kind == "run/resume":  # a new run(), even where the one before was killed
                 here.step = 0
         elif kind == "user/message":
-            here.history.append({"role": "user", "content": event["content"]})
+            here.append({"role": "user", "content": event["content"]})
         elif is_no_reply(event):  # in the conversation from here on; no request got it
-            here.history.append(event["message"])
+            here.append(event["message"])
         elif kind == "assistant/message":
             here.step += 1
-            here.last = Request(
-                under,
-                here.step,
-                here.history,
-                len(here.history),
-                here.tools,
-                event,
-                [],
-                here.system,
-            )
+            index = len(here.marks)
+            here.marks.append(len(here.entries))
+            here.last = Request(under, here.step, here, index, len(here), here.tools, event, [])
             requests.append(here.last)
-            here.history.append(event["message"])
+            here.append(event["message"])
         elif kind == "tool/result":
             message = {
                 "role": "tool",
                 "tool_call_id": event["call_id"],
                 "content": event["content"],
             }
-            here.history.append(message)
+            here.append(message)
             if here.last is not None:
                 here.last.results.append(event)
         elif kind == "context/compacted":
             # the system prompt is none of what a compaction replaces: it stays as it is
-            here.history = compaction.applied(here.history, event)
+            here.compacted(event)
         elif kind == "turn/end":  # run() ended: the next one numbers its steps from 1
             here.step = 0
     return requests, conversations
@@ -150,18 +283,16 @@ def offered(tools, before=None) -> list[dict] | None:
 
 
 def changed(here: Conversation, prompt) -> None:
-    """A conversation given prompt as its system prompt from here on: the same list, its first
-    message replaced for the requests to come (copied per event, the lists of a transcript whose
-    events alternate two prompts grew with the square of its length: 3.3 MB took 3.9 GB)."""
+    """A conversation given prompt as its system prompt from here on: its first message replaced
+    for the requests to come, or put first where it has none."""
     if not isinstance(prompt, str):
         return
     system = {"role": "system", "content": prompt}
-    if here.history and here.history[0]["role"] == "system":
-        now = here.system or here.history[0]
-        if now != system:
-            here.system = None if here.history[0] == system else system
+    if len(here) and here.at(0).message["role"] == "system":
+        if here.at(0).message != system:
+            here.put(here.at(0), system)
     else:  # no system prompt yet: it is put first, once
-        here.history, here.system = [system, *here.history], None
+        here.spliced(0, 0, [system])
 
 
 def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
