@@ -205,7 +205,7 @@ def go_on(messages: list[dict], decided: dict, tools: list, given: dict, pause: 
         # if the agent is killed now, a --resume knows this call may have run (pauses.started())
         transcripts.record(transcript, "tool/started", call_id=call["id"])
         if decision is None or decision is True:
-            approved = {**given, "yes": given["yes"] or decision is True}
+            approved = {**given, "yes": given["yes"] or decision is True, "approved": decision}
             result, ok = run_call(name, arguments, tools, approved, pause)
         else:
             result, ok = declined(name, arguments, decision or ""), False

@@ -45,6 +45,7 @@ NAMES = (
     "AGENT_CONTEXT_WINDOW",
     "AGENT_SANDBOX",
     "AGENT_SANDBOX_NETWORK",
+    "AGENT_TEXT_CALLS",
     "AGENT_PRICE_INPUT",
     "AGENT_PRICE_CACHED",
     "AGENT_PRICE_OUTPUT",
@@ -157,6 +158,12 @@ MAX_CALLS = 8  # tool calls run from one reply; with MAX_OUTPUT, this bounds wha
 SANDBOX = setting("AGENT_SANDBOX") == "1"
 # the sandbox keeps the network (pip install)
 SANDBOX_NETWORK = setting("AGENT_SANDBOX_NETWORK") == "1"
+# A call the model wrote as text, not as a tool call (realworld/dialects.py): "ask", every one that
+# could change anything waits for the person's yes, --yes or not; "run", as a tool call would;
+# "off", none is read, the text is the answer. A bad value is refused by parse_options(); until
+# then it asks.
+TEXT_CALLS_CHOICES = ("ask", "run", "off")
+TEXT_CALLS = setting("AGENT_TEXT_CALLS").strip().lower() or "ask"
 # Money: what each reply cost, at these prices per million tokens (prompt tokens not cached,
 # cached, completion), for any model; None where not set: the model's own below, if it has one.
 PRICE_INPUT = price("AGENT_PRICE_INPUT")
@@ -222,6 +229,8 @@ settings (flag > environment > the .env beside agent.py, never one in the curren
                        default: the model family's (deepseek 128000, qwen3 40960, ...)
   AGENT_SANDBOX        1: as --sandbox                                default off
   AGENT_SANDBOX_NETWORK 1: sandboxed commands keep the network         default off
+  AGENT_TEXT_CALLS     a call the model wrote as text (--text-calls): ask, run or off
+                       default ask: it waits for your yes, with --yes too (read_file runs)
   AGENT_RUNS           the folder for transcripts and the pause key    default runs/ beside agent.py
   AGENT_PRICE_INPUT    price of a million prompt tokens not cached, for any model (--price-input)
   AGENT_PRICE_CACHED   price of a million cached prompt tokens (--price-cached); default: as input
@@ -266,6 +275,7 @@ def parse_options(
     """The command line, on top of the environment. Raises ConfigError for a bad setting. prog:
     the program's name, as --help says it; tools: the names of the tools it offers."""
     global PRICE_INPUT, PRICE_CACHED, PRICE_OUTPUT, CURRENCY  # set once, below, as SANDBOX
+    global TEXT_CALLS  # read where a reply is read (replies.py) and a call runs (tools.py)
     if BAD:
         raise ConfigError(BAD[0])
     offered = f"its tools ({', '.join(tools)})" if tools else "three tools"
@@ -333,6 +343,13 @@ def parse_options(
     ):
         add(flag, type=amount, default=default, metavar="PRICE", help=f"price of 1M {tokens}")
     add("--currency", default=CURRENCY, metavar="LABEL", help="the prices' label (AGENT_CURRENCY)")
+    add(
+        "--text-calls",
+        default=TEXT_CALLS,
+        metavar="ASK|RUN|OFF",
+        help="a call the model wrote as text: ask for a yes (with --yes too), run it as a tool "
+        "call, or read none (AGENT_TEXT_CALLS; ask)",
+    )
     add("--stream", action="store_true", help="print the answer as it is written")
     add("--trace", action="store_true", help="print each request and raw response on stderr")
     group = parser.add_mutually_exclusive_group()
@@ -373,6 +390,11 @@ def parse_options(
             HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
     global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
     SANDBOX = SANDBOX or options.sandbox
+    TEXT_CALLS = options.text_calls.strip().lower()
+    if TEXT_CALLS not in TEXT_CALLS_CHOICES:
+        raise ConfigError(
+            f"AGENT_TEXT_CALLS (--text-calls) is {options.text_calls!r}: give ask, run or off"
+        )
     PRICE_INPUT, PRICE_CACHED = options.price_input, options.price_cached
     PRICE_OUTPUT, CURRENCY = options.price_output, options.currency.strip()
     if problem := prices_problem(options.model, options.budget):

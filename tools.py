@@ -200,12 +200,12 @@ def run_call(
     ran.clear()  # the call before has its tool message by now: one result kept, not every one
     try:
         args = check_args(name, arguments, tools)
-        if name == "run_shell" and not given["yes"]:
-            if (pause or not terminal()) and is_command(args["command"]):
+        if asks(name, arguments, key, given):
+            if pause or not terminal():
                 say("  ⏸ waits for your yes")
                 return None, False
             # the person says yes or no at the terminal; no raises ToolError
-            consent(args["command"])
+            ask_before(name, args, written_as_text(key))
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
         result, ok = ran[key] = tool_map[name](**args, **kwargs), True
@@ -281,13 +281,46 @@ def terminal() -> bool:
     return bool(sys.stdin) and sys.stdin.isatty()
 
 
-def needs_yes(name: str, arguments: str) -> bool:
-    """Whether a call runs only after the person's yes: a command whose arguments parse. Arguments
-    that do not are refused without asking, so they are never approved blindly."""
+def needs_yes(name: str, arguments: str, call_id=None) -> bool:
+    """Whether a call may run only after the person's yes: a command whose arguments parse, and a
+    call the model wrote as text (written_as_text()) that could change anything: any but
+    read_file. Arguments that do not parse are refused without asking, so they are never approved
+    blindly. Whether this run asks is asks()'s: --yes and AGENT_TEXT_CALLS=run ask less."""
     try:
-        return name == "run_shell" and is_command(check_args(name, arguments)["command"])
+        if name == "run_shell" or name in TOOL_MAP:
+            args = check_args(name, arguments)
+        else:  # a program's own tool: its schema is the run's, not known here
+            args = json.loads(arguments) if not nested_deeper(arguments) else None
     except (ToolError, ValueError, TypeError, RecursionError):
         return False
+    if not isinstance(args, dict) or (name == "run_shell" and not is_command(args["command"])):
+        return False
+    return name == "run_shell" or (written_as_text(call_id) and name not in READS)
+
+
+def asks(name: str, arguments: str, call_id, given: dict) -> bool:
+    """Whether this run asks the person before the call runs: a command, unless --yes; a call
+    the model wrote as text that could change anything, --yes or not, unless AGENT_TEXT_CALLS=run
+    (then as a tool call). An approved call (given["approved"], after a pause) asks nothing."""
+    if given.get("approved") is True or not needs_yes(name, arguments, call_id):
+        return False
+    if written_as_text(call_id) and config.TEXT_CALLS != "run":  # "off" read none: a replay's
+        return True
+    return name == "run_shell" and not given["yes"]
+
+
+# A call the server did not send as a call, read by the client from the model's text
+# (realworld/replies.py): its id, made by the client, begins with this, so that every reader of the
+# call (the loop, a pause, --resume, --replay, --show, the page) knows it the one way, from the
+# call itself. A server's own call with such an id (none makes one) is asked about as one written
+# as text: the mark errs towards asking, never away from it.
+TEXT_ID = "call_text_"
+READS = {"read_file"}  # the tools whose call changes nothing: one written as text runs unasked
+
+
+def written_as_text(call_id) -> bool:
+    """Whether the call of this id was written by the model as text, not sent as a tool call."""
+    return isinstance(call_id, str) and call_id.startswith(TEXT_ID)
 
 
 def declined(name: str, arguments: str, reason: str) -> str:
@@ -305,9 +338,9 @@ def is_command(command) -> bool:
     return isinstance(command, str) and bool(command.strip())
 
 
-def consent(command: str) -> None:
+def consent(command: str, as_text: bool = False) -> None:
     """Ask the person before a command runs. Yes returns; anything else raises ToolError
-    saying why not.
+    saying why not. as_text: the model wrote the call as text, and the question says so.
 
     The whole command is shown, every line, with control characters as escapes: a \\r or an escape
     sequence in it could otherwise draw a harmless line over the one that runs."""
@@ -319,7 +352,46 @@ def consent(command: str) -> None:
     where = " in the sandbox (writes only in the workspace" + (
         ")" if config.SANDBOX_NETWORK else ", no network)"
     )
-    say(f"\n{shown}\n\n{count}Run this command{where if config.SANDBOX else ''}? [y/N] ", end="")
+    said = AS_TEXT if as_text else ""
+    answer(f"\n{shown}\n\n{count}{said}Run this command{where if config.SANDBOX else ''}? [y/N] ")
+
+
+# What the question says of a call the server did not send as a call.
+AS_TEXT = "The model wrote this call as text, not as a tool call. "
+
+
+def ask_before(name: str, args: dict, as_text: bool) -> None:
+    """Ask the person before a call runs (asks()): a command as consent() asks; a file written,
+    or a program's own tool, shown whole as consent() shows a command. Yes returns; anything else
+    raises ToolError."""
+    if name == "run_shell":
+        consent(args["command"], as_text)
+        return
+    said = AS_TEXT if as_text else ""
+    if name == "write_file" and isinstance(args.get("path"), str):
+        text = as_text_of(args["content"])
+        shown = shown_command(text, *screen()) if text else "    (nothing)"
+        where = visible(args["path"])
+        answer(f"\n{shown}\n\n{said}Write these {len(text)} characters to {where}? [y/N] ")
+        return
+    arguments = json.dumps(args, indent=2, ensure_ascii=False)
+    answer(
+        f"\n{shown_command(arguments, *screen())}\n\n{said}Run {visible(name)} with these? [y/N] "
+    )
+
+
+def as_text_of(content) -> str:
+    """What write_file would write of content, for the question; as it is if it writes nothing."""
+    try:
+        return as_text(content)
+    except ToolError:
+        return str(content)
+
+
+def answer(question: str) -> None:
+    """Put the question to the person; yes returns, anything else raises ToolError saying why
+    not, with the reason they gave."""
+    say(question, end="")
     typed = sys.stdin.readline().strip()
     if typed.lower() in ("y", "yes"):
         return

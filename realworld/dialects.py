@@ -1280,8 +1280,8 @@ def recover_tool_calls(
     family = family_of(rest)
     names = ", ".join(c["function"]["name"] for c in calls)
     happened = (
-        f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): run as real "
-        "calls; "
+        f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): read as calls, "
+        "and each that could change anything waits for your yes (AGENT_TEXT_CALLS); "
         + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
     )
     return calls, (content[:offset] + text + content[offset + len(rest) :]).rstrip(), [happened]

@@ -21,7 +21,7 @@ import json
 from realworld import dialects, pauses, replies, runs
 from realworld.guards import hide_secrets, shorten, visible
 from realworld.runs import Request
-from tools import shown_command
+from tools import shown_command, written_as_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:70em;padding:1em;color:#222}
@@ -312,7 +312,7 @@ def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
         shown = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except (ValueError, TypeError, RecursionError):
         shown = arguments
-    label = " (recovered from the text)" if call.get("recovered") else ""
+    label = " (recovered from the text)" if written_as_text(call.get("id")) else ""
     parts = [f"<div class=call><b>→ {escape(function.get('name', '?'))}</b>{label}"]
     parts.append(f"<pre>{escape(shown)}</pre>{inner}")
     if result is not None:
@@ -630,7 +630,11 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
         if text.strip():
             yield f"assistant: {text}"
         for call in message.get("tool_calls", []):
-            yield f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+            as_text = " [written as text]" if written_as_text(call.get("id")) else ""
+            yield (
+                f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
+                + as_text
+            )
     elif kind == "tool/result":
         yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
     elif kind == "turn/end" and event["status"] == "paused" and "under" in event:
@@ -675,11 +679,11 @@ def shown_pause(event: dict):
     settings = event.get("settings") if isinstance(event.get("settings"), dict) else {}
     replayed = str(settings.get("base_url", "")).startswith("replay of ")  # no server to go on with
     how = (
-        "a replay has no one to ask: replay it at a terminal, or with --yes"
+        pauses.replay_has_no_one(waiting)
         if replayed
         else "go on with --resume and --approve [CODE ...] or --reject REASON"
     )
-    yield f"[turn paused: {len(waiting)} command(s) waiting for a yes; {how}]"
+    yield f"[turn paused: {pauses.counted(waiting)} waiting for a yes; {how}]"
     for call in waiting:
         function = call["function"]
         try:
@@ -687,4 +691,5 @@ def shown_pause(event: dict):
         except (AttributeError, TypeError, ValueError, KeyError, RecursionError):
             command = f"    {function['arguments']}"
         name, call_id = pauses.one_line(function["name"]), pauses.one_line(call["id"])
-        yield f"  ⏸ [{pauses.code(call)}] {name}, id {call_id}:\n{command}"
+        as_text = " (the model wrote it as text)" * pauses.is_text(call)
+        yield f"  ⏸ [{pauses.code(call)}] {name}, id {call_id}{as_text}:\n{command}"

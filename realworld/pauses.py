@@ -136,7 +136,11 @@ def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:
     """The open calls that wait for the person's yes (the others run without one), but those
     that began to run (started())."""
     calls = [c for c in open_calls(messages) if c["id"] not in begun]
-    return [c for c in calls if tools.needs_yes(c["function"]["name"], c["function"]["arguments"])]
+    return [
+        c
+        for c in calls
+        if tools.needs_yes(c["function"]["name"], c["function"]["arguments"], c["id"])
+    ]
 
 
 def settings_of(model: str, workdir, base_url: str) -> dict:
@@ -248,18 +252,27 @@ def how_to_go_on(events_path, calls: list[dict], settings: dict, replayed: bool 
     calls shown and the settings the run had (they came from the person), so that pasted as it
     is it runs what was shown, where it would have run."""
     if replayed:
-        return (
-            f"paused: {len(calls)} command(s) wait for your yes, and a replay has no one to ask: "
-            "replay it at a terminal, or with --yes"
-        )
+        return f"paused: {counted(calls)} wait for your yes, and {replay_has_no_one(calls)}"
     program = quoted(sys.argv[0]) if sys.argv[0].endswith(".py") else "agent.py"
     path = quoted(str(events_path))
     codes = "".join(f" {code(c)}" for c in calls)
     return (
-        f"paused: {len(calls)} command(s) wait for your yes; go on with: {as_options(settings)}"
+        f"paused: {counted(calls)} wait for your yes; go on with: {as_options(settings)}"
         f"python {program} --resume {path} --approve{codes}{as_flags(settings)} (name fewer "
         f"codes to approve fewer), or --reject 'why'; --show {path} shows them again"
     )
+
+
+def counted(calls: list[dict]) -> str:
+    """How many calls wait, as "2 command(s)" where each is a command, else "2 call(s)"."""
+    commands = all(c["function"]["name"] == "run_shell" for c in calls)
+    return f"{len(calls)} {'command' if commands else 'call'}(s)"
+
+
+def replay_has_no_one(calls: list[dict]) -> str:
+    """What a replay that paused can do instead: be asked at a terminal, or run what waits."""
+    runs_them = "--yes --text-calls=run" if any(map(is_text, calls)) else "--yes"
+    return f"a replay has no one to ask: replay it at a terminal, or with {runs_them}"
 
 
 def as_flags(settings: dict) -> str:
@@ -322,10 +335,26 @@ def quoted(text: str) -> str:
 
 
 def show_waiting(messages: list[dict]) -> None:
-    """Print each call that waits, whole, as the consent prompt would show it, with its code."""
+    """Print each call that waits, whole, as the consent prompt would show it, with its code; one
+    the model wrote as text says so."""
     for call in waiting(messages):
-        shown = tools.shown_command(command_of(call["function"]["arguments"]))
-        say(f"  ⏸ [{code(call)}] run_shell, id {one_line(call['id'])}:\n{shown}")
+        name, arguments = call["function"]["name"], call["function"]["arguments"]
+        whole = command_of(arguments) if name == "run_shell" else shown_arguments(arguments)
+        as_text = " (the model wrote it as text, not as a tool call)" * is_text(call)
+        say(
+            f"  ⏸ [{code(call)}] {one_line(name)}, id {one_line(call['id'])}{as_text}:\n"
+            + tools.shown_command(whole)
+        )
+
+
+def is_text(call: dict) -> bool:
+    """Whether the model wrote the call as text (tools.written_as_text())."""
+    return tools.written_as_text(call.get("id"))
+
+
+def shown_arguments(arguments: str) -> str:
+    """A call's arguments (they parse: tools.needs_yes()), one a line, as a question shows them."""
+    return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
 
 
 def decisions(

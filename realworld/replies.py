@@ -43,7 +43,7 @@ from realworld.guards import (
     too_deep,
     visible,
 )
-from tools import parameters
+from tools import TEXT_ID, parameters
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
 # new tries when the provider says the model's output, not the request, was malformed
@@ -694,8 +694,10 @@ def reply_message(
     }
     message["content"] = clean_text(sent.get("content"))
     calls, repairs = sent.get("tool_calls") or [], []
-    # a tool call written as text, when the server did not parse it
-    if not calls and message["content"]:
+    # a tool call written as text, when the server did not parse it (AGENT_TEXT_CALLS=off: the
+    # text is the answer, as sent)
+    as_text = not calls and bool(message["content"]) and config.TEXT_CALLS != "off"
+    if as_text:
         calls, message["content"], repairs = dialects.recover_tool_calls(
             message["content"], known, *quoting
         )
@@ -706,13 +708,16 @@ def reply_message(
     if calls:
         taken = set(itertools.chain.from_iterable(map(attrgetter("ids"), remembered(messages))))
         taken.update(given)
-        message["tool_calls"] = [tool_call(call, taken, known, repairs) for call in calls]
+        message["tool_calls"] = [tool_call(call, taken, known, repairs, as_text) for call in calls]
     return message, repairs
 
 
-def tool_call(call, taken: set[str], known: dict, repairs: list[str]) -> dict:
+def tool_call(
+    call, taken: set[str], known: dict, repairs: list[str], as_text: bool = False
+) -> dict:
     """One tool call with a unique id, a type and its arguments as a valid JSON string; its
-    other fields kept."""
+    other fields kept. as_text: recovered from the model's text, its id says so
+    (tools.written_as_text())."""
     call = call if isinstance(call, dict) else {}
     # none for a "custom" call
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
@@ -724,21 +729,21 @@ def tool_call(call, taken: set[str], known: dict, repairs: list[str]) -> dict:
     if not call_id.strip() or call_id in taken:
         # some local servers send none, or the same every time; a call recovered from text has
         # none: made of the call and the ids before it, so that a replay gives the same again
-        call_id = made_id(name, arguments, taken)
+        call_id = made_id(name, arguments, taken, TEXT_ID if as_text else "call_")
     taken.add(call_id)
     function = {**clean(function), "name": name, "arguments": arguments}
     kept = {k: clean(v) for k, v in call.items() if k not in ("id", "type", "function", "index")}
     return {"id": call_id, "type": "function", "function": function, **kept}
 
 
-def made_id(name: str, arguments: str, taken: set[str]) -> str:
+def made_id(name: str, arguments: str, taken: set[str], prefix: str = "call_") -> str:
     """An id for a call that has none of its own: the same for the same call at the same point of
-    a run, never one of taken."""
+    a run, never one of taken; prefix: how it begins (tools.TEXT_ID for a call written as text)."""
     for attempt in range(len(taken) + 1):
         made_of = json.dumps([name, arguments, len(taken), attempt], ensure_ascii=False)
         digest = hashlib.sha256(made_of.encode("utf-8", "surrogatepass")).hexdigest()
-        if f"call_{digest[:24]}" not in taken:
-            return f"call_{digest[:24]}"
+        if f"{prefix}{digest[:24]}" not in taken:
+            return f"{prefix}{digest[:24]}"
     raise AssertionError("unreachable")  # pragma: no cover: one of len(taken) + 1 is free
 
 

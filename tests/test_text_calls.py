@@ -10,9 +10,11 @@ they are read because their payload is one a reader knows.
 import json
 
 import pytest
+from conftest import KEY, clean_env, events_of, posix_only
 from scripted_server import Stream, call, reply
 
-from realworld import dialects
+import tools
+from realworld import dialects, pauses, runs
 
 KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 READ = ("read_file", {"path": "a.txt"})
@@ -421,3 +423,120 @@ def test_a_refusal_is_said_as_the_reason_there_is_no_answer(loop, server):
     server.add(reply(None, refusal="I can't help with that."))
     result = loop("go")
     assert result.status == "empty_answer" and "I can't help with that." in result.text
+
+
+# --- Consent: a call written as text changes nothing without the person's yes (issue #43) --------
+
+
+def as_text(name: str, arguments: dict) -> str:
+    """A reply's text that holds one call, as a Qwen or Hermes model writes it when the server has
+    no tool parser (vLLM without --tool-call-parser, llama.cpp without --jinja)."""
+    payload = json.dumps({"name": name, "arguments": arguments})
+    return f"I'll do it now.\n<tool_call>\n{payload}\n</tool_call>"
+
+
+TOUCH = ("run_shell", {"command": "echo once >> mark"})
+WRITE_HI = ("write_file", {"path": "hi.txt", "content": "hi\n"})
+
+
+@posix_only
+@pytest.mark.parametrize("written", [TOUCH, WRITE_HI], ids=["run_shell", "write_file"])
+def test_with_yes_and_no_terminal_a_call_written_as_text_changes_nothing_and_pauses(
+    agent, server, written
+):
+    server.add(reply(as_text(*written)))
+    result = agent("--yes", "go")
+    assert result.returncode == 4, result.stderr
+    assert not (agent.workdir / "mark").exists() and not (agent.workdir / "hi.txt").exists()
+    assert len(server.requests) == 1  # nothing was sent on with the call unanswered
+    end = events_of(result.transcript)[-1]
+    assert end["status"] == "paused" and [c["name"] for c in end["pending"]] == [written[0]]
+    assert "the model wrote it as text, not as a tool call" in result.stderr
+    assert f"--approve {end['pending'][0]['code']}" in result.stderr
+    assert "--tool-call-parser" in result.stderr  # how to make the server send real calls
+
+
+@posix_only
+@pytest.mark.parametrize("by_code", [True, False], ids=["by-its-code", "bare-approve"])
+def test_the_printed_way_on_runs_a_call_written_as_text_exactly_once(agent, server, by_code):
+    server.add(reply(as_text(*TOUCH)))
+    paused = agent("--yes", "go")
+    code = events_of(paused.transcript)[-1]["pending"][0]["code"]
+    server.add(reply("done"))
+    approve = ["--approve", code] if by_code else ["--approve"]
+    went_on = agent("--resume", str(paused.transcript), *approve)
+    assert went_on.returncode == 0 and "done" in went_on.stdout, went_on.stderr
+    assert (agent.workdir / "mark").read_text() == "once\n"
+    again = agent("--resume", str(paused.transcript), *approve)  # spent: nothing runs twice
+    assert again.returncode == 2 and (agent.workdir / "mark").read_text() == "once\n"
+
+
+@posix_only
+@pytest.mark.parametrize("written", [TOUCH, WRITE_HI], ids=["run_shell", "write_file"])
+def test_at_a_terminal_a_call_written_as_text_is_asked_about_with_yes_too(agent, server, written):
+    server.add(reply(as_text(*written)), reply("done"))
+    result = agent("--yes", "go", terminal="y\n")
+    assert result.returncode == 0, result.stderr
+    assert "The model wrote this call as text, not as a tool call." in result.stderr
+    made = agent.workdir / ("mark" if written is TOUCH else "hi.txt")
+    assert made.read_text() == ("once\n" if written is TOUCH else "hi\n")
+    server.add(reply(as_text(*written)), reply("done"))
+    declined = agent("--yes", "go", terminal="n\n")
+    assert declined.returncode == 0 and made.read_text() == (
+        "once\n" if written is TOUCH else "hi\n"
+    )
+    assert server.messages(3)[-1]["content"] == "error: declined by the user"
+
+
+@posix_only
+@pytest.mark.parametrize("how", ["environment", "flag"])
+def test_text_calls_run_runs_them_under_yes_as_tool_calls_run(agent, server, how):
+    server.add(reply(as_text(*TOUCH)), reply("done"))
+    if how == "flag":
+        result = agent("--yes", "--text-calls", "run", "go")
+    else:
+        result = agent("--yes", "go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TEXT_CALLS="run"))
+    assert result.returncode == 0 and (agent.workdir / "mark").read_text() == "once\n"
+    assert "[y/N]" not in result.stderr
+
+
+def test_text_calls_off_reads_no_call_and_the_text_is_the_answer(agent, server):
+    text = as_text(*WRITE_HI)
+    server.add(reply(text))
+    result = agent("--yes", "go", env=clean_env(AGENT_API_KEY=KEY, AGENT_TEXT_CALLS="off"))
+    assert result.returncode == 0 and not (agent.workdir / "hi.txt").exists()
+    assert result.stdout.strip() == text.strip() and len(server.requests) == 1
+    sent = next(e for e in events_of(result.transcript) if e["type"] == "assistant/message")
+    assert sent["message"]["content"] == text and "tool_calls" not in sent["message"]
+
+
+def test_a_bad_text_calls_setting_is_one_line_and_exit_2(agent, server):
+    result = agent("--text-calls", "always", "go")
+    assert result.returncode == 2 and "give ask, run or off" in result.stderr
+    assert len(server.requests) == 0 and "Traceback" not in result.stderr
+
+
+def test_a_read_file_written_as_text_runs_under_yes_since_it_changes_nothing(agent, server):
+    (agent.workdir).mkdir(exist_ok=True)
+    (agent.workdir / "a.txt").write_text("the contents")
+    server.add(reply(as_text("read_file", {"path": "a.txt"})), reply("read it"))
+    result = agent("--yes", "go")
+    assert result.returncode == 0 and "read it" in result.stdout, result.stderr
+    assert server.messages(1)[-1]["content"] == "the contents"
+
+
+def test_a_call_written_as_text_is_marked_by_its_id_in_every_reading(loop, server):
+    # the loop, the pause, --show and the page read one mark, the call's own id
+    server.add(reply(as_text(*WRITE_HI)))
+    paused = loop("go", yes=True)
+    assert paused.status == "paused" and not (loop.workdir / "hi.txt").exists()
+    messages = runs.conversation(paused.events())
+    (recovered_call,) = pauses.open_calls(messages)
+    assert tools.written_as_text(recovered_call["id"])
+    server.add(reply("done"))
+    went_on = loop(None, messages, yes=True, approvals={recovered_call["id"]: True})
+    assert went_on.status == "answered" and (loop.workdir / "hi.txt").read_text() == "hi\n"
+    # a call the server sent, with no id of its own, is not taken for one written as text
+    server.add(reply(tool_calls=[call(*WRITE_HI, id=None)]), reply("done"))
+    assert loop("go", yes=True).status == "answered"
+    assert not tools.written_as_text(server.messages(3)[-2]["tool_calls"][0]["id"])
