@@ -20,6 +20,7 @@ import pytest
 from scripted_server import ScriptedServer, call, reply
 
 import agent as agent_module
+import config
 from realworld import replies
 
 atexit.register(shutil.rmtree, os.environ["AGENT_RUNS"], ignore_errors=True)
@@ -259,6 +260,13 @@ class Loop:
 @pytest.fixture
 def loop(tmp_path, server, capsys):
     return Loop(server, tmp_path, capsys)
+
+
+@pytest.fixture
+def text_calls(monkeypatch):
+    """Set AGENT_TEXT_CALLS (ask, run, off) for the runs of this process, as parse_options() sets
+    it from the environment or --text-calls; the test's end sets it back."""
+    return lambda value: monkeypatch.setattr(config, "TEXT_CALLS", value)
 
 
 def open_fifo(path: Path) -> int:

@@ -12,7 +12,7 @@ import json
 import pytest
 from scripted_server import Stream, reply
 
-from realworld import dialects
+from realworld import dialects, pauses, runs
 
 KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 READ = ("read_file", {"path": "a.txt"})
@@ -235,16 +235,29 @@ def calls_of(message: dict) -> list:
     ]
 
 
+@pytest.mark.parametrize("setting", ["run", "ask"])
 @pytest.mark.parametrize("streamed", [False, True], ids=["plain", "streamed"])
 @pytest.mark.parametrize(("text", "calls"), SHAPES)
-def test_a_tool_call_written_as_text_runs_as_a_real_call(loop, server, text, calls, streamed):
+def test_a_tool_call_written_as_text_runs_as_a_real_call(
+    loop, server, text_calls, text, calls, streamed, setting
+):
+    # AGENT_TEXT_CALLS=run: under yes, as a tool call runs; ask (the default): each that could
+    # change anything waits for a yes (issue #43), and runs once approved
+    text_calls(setting)
     replies = [reply(text), reply("done")]
     server.add(*([Stream(r, size=3) for r in replies] if streamed else replies))
     result = loop("go", yes=True, stream=streamed)
+    if setting == "ask" and any(name != "read_file" for name, _ in calls):
+        assert result.status == "paused" and len(server.requests) == 1
+        messages = runs.conversation(result.events())
+        yes = {c["id"]: True for c in pauses.waiting(messages)}
+        assert [c["id"] for c in pauses.open_calls(messages)][-len(yes) :] == list(yes)
+        result = loop(None, messages, yes=True, stream=streamed, approvals=yes)
     sent = server.messages(1)
     assert calls_of(sent[2]) == calls
     assert [m["tool_call_id"] for m in sent[3:]] == [c["id"] for c in sent[2]["tool_calls"]]
-    assert "run as real calls" in result.stderr and result.status == "answered"
+    assert "read as calls" in result.stderr or setting == "ask"
+    assert result.status == "answered" and len(server.requests) == 2
 
 
 def quoted(text: str, how: str) -> str:
@@ -515,7 +528,8 @@ def test_a_reply_that_is_all_thinking_is_an_empty_answer_quoting_its_end(loop, s
     assert result.status == "empty_answer" and "I am still thinking" in result.text
 
 
-def test_a_call_inside_the_thinking_is_not_run_and_one_after_it_is(loop, server):
+def test_a_call_inside_the_thinking_is_not_run_and_one_after_it_is(loop, server, text_calls):
+    text_calls("run")  # the one after it runs under yes, as a tool call does
     inside = (
         '<tool_call>{"name": "run_shell", "arguments": {"command": "touch INSIDE"}}</tool_call>'
     )
