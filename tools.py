@@ -204,8 +204,13 @@ def run_call(
             if pause or not terminal():
                 say("  ⏸ waits for your yes")
                 return None, False
-            # the person says yes or no at the terminal; no raises ToolError
-            ask_before(name, args, written_as_text(key))
+            # the person says yes or no at the terminal; no raises ToolError. A call the model
+            # wrote as text is asked about as such; a file it writes is shown whole (ask_before()).
+            from_text = written_as_text(key)
+            if name != "run_shell":
+                ask_before(name, args, from_text)
+            else:
+                consent(args["command"], from_text)
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
         result, ok = ran[key] = tool_map[name](**args, **kwargs), True
@@ -338,9 +343,9 @@ def is_command(command) -> bool:
     return isinstance(command, str) and bool(command.strip())
 
 
-def consent(command: str, as_text: bool = False) -> None:
+def consent(command: str, from_text: bool = False) -> None:
     """Ask the person before a command runs. Yes returns; anything else raises ToolError
-    saying why not. as_text: the model wrote the call as text, and the question says so.
+    saying why not. from_text: the model wrote the call as text, and the question says so.
 
     The whole command is shown, every line, with control characters as escapes: a \\r or an escape
     sequence in it could otherwise draw a harmless line over the one that runs."""
@@ -352,7 +357,7 @@ def consent(command: str, as_text: bool = False) -> None:
     where = " in the sandbox (writes only in the workspace" + (
         ")" if config.SANDBOX_NETWORK else ", no network)"
     )
-    said = AS_TEXT if as_text else ""
+    said = AS_TEXT if from_text else ""
     answer(f"\n{shown}\n\n{count}{said}Run this command{where if config.SANDBOX else ''}? [y/N] ")
 
 
@@ -360,14 +365,11 @@ def consent(command: str, as_text: bool = False) -> None:
 AS_TEXT = "The model wrote this call as text, not as a tool call. "
 
 
-def ask_before(name: str, args: dict, as_text: bool) -> None:
-    """Ask the person before a call runs (asks()): a command as consent() asks; a file written,
-    or a program's own tool, shown whole as consent() shows a command. Yes returns; anything else
+def ask_before(name: str, args: dict, from_text: bool) -> None:
+    """Ask the person before a call that is no command runs (asks()): a file written, or a
+    program's own tool, shown whole as consent() shows a command. Yes returns; anything else
     raises ToolError."""
-    if name == "run_shell":
-        consent(args["command"], as_text)
-        return
-    said = AS_TEXT if as_text else ""
+    said = AS_TEXT if from_text else ""
     if name == "write_file" and isinstance(args.get("path"), str):
         text = as_text_of(args["content"])
         shown = shown_command(text, *screen()) if text else "    (nothing)"

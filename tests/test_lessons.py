@@ -146,13 +146,21 @@ def test_lesson_06_a_cut_off_reply_runs_nothing_and_exits_3(tmp_path):
     assert not (tmp_path / "work" / "story.txt").exists()
 
 
-def test_lesson_07_a_tool_call_written_as_text_is_recovered(tmp_path):
-    done, events = replay(tmp_path, ROOT / "examples" / "lesson-07.jsonl")
+def test_lesson_07_a_tool_call_written_as_text_is_recovered_and_asked_about(tmp_path):
+    done, events = replay(tmp_path, ROOT / "examples" / "lesson-07.jsonl", "y\n")
     assert done.returncode == 0 and "remember the milk" in done.stdout
     first = next(e for e in events if e["type"] == "assistant/message")
     assert first["message"]["content"] == "I'll write the file." and first["message"]["tool_calls"]
     assert "DSML" in first["repairs"][0]
+    # the question says the call was written as text, and the yes wrote the file
+    assert "The model wrote this call as text, not as a tool call." in done.stderr
+    assert "to note.txt? [y/N]" in done.stderr
     assert (tmp_path / "work" / "note.txt").read_text() == "remember the milk\n"
+    # with --yes and no terminal it writes nothing: the replay pauses, and says how to run it
+    (tmp_path / "yes").mkdir()
+    paused, _ = replay(tmp_path / "yes", ROOT / "examples" / "lesson-07.jsonl")
+    assert paused.returncode == 4 and not (tmp_path / "yes" / "work" / "note.txt").exists()
+    assert "--yes --text-calls=run" in paused.stderr
 
 
 def test_lesson_08_a_subagent_runs_the_loop_on_a_conversation_of_its_own(tmp_path):
@@ -251,7 +259,7 @@ def test_a_recovered_call_gets_the_same_id_at_every_replay(tmp_path):
     ids = []
     for n in (1, 2):
         (tmp_path / str(n)).mkdir()
-        _done, events = replay(tmp_path / str(n), ROOT / "examples" / "lesson-07.jsonl")
+        _done, events = replay(tmp_path / str(n), ROOT / "examples" / "lesson-07.jsonl", "y\n")
         ids.append([e["call_id"] for e in events if e["type"] == "tool/result"])
     lesson = [
         e["call_id"]

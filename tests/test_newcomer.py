@@ -90,7 +90,7 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
 BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
     "02": ("agent.py", "result, ok = run_call(", 1),
-    "03": ("tools.py", 'consent(args["command"])', 0),
+    "03": ("tools.py", 'consent(args["command"], from_text)', 0),
     "04": ("agent.py", "for call in msg.tool_calls", 0),
     "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
@@ -229,6 +229,7 @@ def test_at_the_breakpoint_after_msg_its_tool_calls_are_the_calls_the_loop_answe
     transcript = tmp_path / "t.jsonl"
     # The last continue ends the program; q leaves the one pdb restarts.
     flags = ("--yes", "--workdir", str(tmp_path / "work"), "--transcript", str(transcript))
+    flags += ("--text-calls=run",) * (lesson == "07")  # its call, written as text, runs unasked
     program = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}.get(
         lesson, AGENT
     )

@@ -36,8 +36,9 @@ from realworld.replay import Replay, ReplayEnded
 
 LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
 PROGRAMS = {"08": ROOT / "examples" / "subagent.py", "09": ROOT / "examples" / "handoff.py"}
-# What a person types where a lesson needs it (03: its [y/N] answers); the others run with --yes.
-TYPED = {"03": "n no installs, plain Python is enough\ny\n"}
+# What a person types where a lesson needs it (03: its [y/N] answers; 07: the yes a call written as
+# text asks for, --yes or not); the others run with --yes.
+TYPED = {"03": "n no installs, plain Python is enough\ny\n", "07": "y\n"}
 
 
 def sent_by_server(server) -> list[tuple[list, list]]:
@@ -243,7 +244,7 @@ def test_a_task_interrupted_reads_with_the_agents_answer_in_place_of_the_reply(
 def test_a_recovered_call_reads_with_the_id_its_result_carries(agent, server):
     text = '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "A"}}'
     server.add(reply(text + "</tool_call>"), reply("done"))
-    done = agent("--yes", "write a.txt")
+    done = agent("--yes", "write a.txt", terminal="y\n")  # written as text: it asks, --yes or not
     assert done.returncode == 0 and (agent.workdir / "a.txt").read_text() == "A"
     views_hold(done.transcript, server)
     first = next(e for e in events_of(done.transcript) if e["type"] == "assistant/message")
@@ -299,7 +300,10 @@ def test_a_programs_own_tool_written_as_text_is_recovered_and_run(agent, server)
     )
     agent.workdir.mkdir()
     (agent.workdir / "a.txt").write_text("A")
-    done = agent("--yes", "ask the helper", program=ROOT / "examples" / "subagent.py")
+    # AGENT_TEXT_CALLS=run: a program's own tool written as text runs as its tool call would (by
+    # default it asks: what it changes is the program's to say, not the agent's)
+    subagent = ROOT / "examples" / "subagent.py"
+    done = agent("--yes", "--text-calls=run", "ask the helper", program=subagent)
     assert done.returncode == 0 and done.stdout == "The helper says a.txt says A.\n"
     views_hold(done.transcript, server)
     helper = server.requests[1]["body"]
