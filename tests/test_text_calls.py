@@ -10,7 +10,7 @@ they are read because their payload is one a reader knows.
 import json
 
 import pytest
-from conftest import KEY, clean_env, events_of, posix_only
+from conftest import KEY, ROOT, clean_env, events_of, posix_only
 from scripted_server import Stream, call, reply
 
 import tools
@@ -454,6 +454,8 @@ def test_with_yes_and_no_terminal_a_call_written_as_text_changes_nothing_and_pau
     assert "the model wrote it as text, not as a tool call" in result.stderr
     assert f"--approve {end['pending'][0]['code']}" in result.stderr
     assert "--tool-call-parser" in result.stderr  # how to make the server send real calls
+    shown = agent("--show", str(result.transcript)).stdout  # --show reads the one mark too
+    assert "[written as text]" in shown and "(the model wrote it as text)" in shown
 
 
 @posix_only
@@ -540,3 +542,15 @@ def test_a_call_written_as_text_is_marked_by_its_id_in_every_reading(loop, serve
     server.add(reply(tool_calls=[call(*WRITE_HI, id=None)]), reply("done"))
     assert loop("go", yes=True).status == "answered"
     assert not tools.written_as_text(server.messages(3)[-2]["tool_calls"][0]["id"])
+
+
+@posix_only
+def test_a_programs_own_tool_written_as_text_asks_too_since_what_it_changes_is_not_known(
+    agent, server
+):
+    # examples/subagent.py's ask_helper: the agent cannot tell that it changes nothing
+    text = '<tool_call>{"name": "ask_helper", "arguments": {"question": "what is in a.txt?"}}'
+    server.add(reply(text + "</tool_call>"))
+    done = agent("--yes", "ask the helper", program=ROOT / "examples" / "subagent.py")
+    assert done.returncode == 4 and len(server.requests) == 1
+    assert "ask_helper, id call_text_" in done.stderr
