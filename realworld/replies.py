@@ -725,10 +725,11 @@ def tool_call(
     if repair:
         repairs.append(repair)
     name = dialects.tool_name(clean_text(function.get("name")), known)
-    call_id = clean_text(call.get("id"))  # "" for anything but text
-    if not call_id.strip() or call_id in taken:
-        # some local servers send none, or the same every time; a call recovered from text has
-        # none: made of the call and the ids before it, so that a replay gives the same again
+    call_id = clean_text(call.get("id"))
+    if as_text or not call_id.strip() or call_id in taken:
+        # some local servers send none, or the same every time; a call recovered from text gets
+        # one of the client's, never one its text names: made of the call and the ids before it,
+        # so that a replay gives the same again
         call_id = made_id(name, arguments, taken, TEXT_ID if as_text else "call_")
     taken.add(call_id)
     function = {**clean(function), "name": name, "arguments": arguments}
