@@ -5,9 +5,10 @@ line; runs/ is the agent's before anything runs, and is used only as the agent m
 
 Sources: Python's import system and site.py (sys.path: the script's folder first, then PYTHONPATH,
 the standard library, site-packages and the person's own site-packages once it exists, and what
-their .pth files add); pdb(1) (.pdbrc in the current and home folders); stat(2) (st_dev and st_ino
-name a file whatever the path: a bind mount or a link is the same folder); open(2) (O_NOFOLLOW,
-O_NONBLOCK: a FIFO opens at once, and a write-only one with no reader fails with ENXIO).
+their .pth files add; a missing folder of PYTHONPATH or of a .pth file is imported from once it
+exists); pdb(1) (.pdbrc in the current and home folders); stat(2) (st_dev and st_ino name a file
+whatever the path: a bind mount or a link is the same folder); open(2) (O_NOFOLLOW, O_NONBLOCK: a
+FIFO opens at once, and a write-only one with no reader fails with ENXIO).
 """
 
 import json
@@ -104,6 +105,35 @@ def test_a_folder_python_imports_from_is_the_agents_existing_or_not(here, tmp_pa
     monkeypatch.setattr(site, "ENABLE_USER_SITE", True)
     monkeypatch.setattr(site, "getusersitepackages", lambda: str(user))
     assert "a folder Python imports" in own.overlap(tmp_path / "home")
+
+
+def test_a_folder_python_would_import_from_once_made_is_the_agents_before_it_exists(
+    here, tmp_path, monkeypatch
+):
+    # Python's docs, "The initialization of the sys.path module search path": PYTHONPATH's
+    # folders are on sys.path even while missing; site.py: a folder a .pth file names is added at
+    # the start after it exists. A command that makes one (lib/json.py) runs at the next start.
+    site_dir = tmp_path / "site-packages"
+    site_dir.mkdir()
+    (site_dir / "mine.pth").write_text(
+        f"# a comment\nimport os\n{tmp_path / 'pth-project' / 'src'}\nrelative\n"
+    )
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_dir)])
+    assert "a folder Python imports" in own.overlap(tmp_path / "pth-project")
+    assert "a folder Python imports" in own.overlap(site_dir / "relative" / "x")
+    assert own.overlap(tmp_path / "other") is None
+
+
+def test_a_workspace_holding_a_missing_pythonpath_folder_is_refused(agent, server):
+    agent.workdir.mkdir()
+    made = 'mkdir lib && echo \'open("PWNED", "w")\' > lib/json.py'
+    server.add(reply(tool_calls=[call("run_shell", {"command": made})]), reply("done"))
+    env = clean_env(AGENT_API_KEY=KEY, PYTHONPATH=str(agent.workdir / "lib"))
+    result = agent("--yes", "go", env=env, fresh=True)  # a new interpreter reads PYTHONPATH
+    assert result.returncode == 2 and not server.requests, result.stderr
+    [line] = result.stderr.splitlines()
+    assert f"holds {agent.workdir / 'lib'}, a folder Python imports" in line
+    assert not (agent.workdir / "lib").exists()
 
 
 def test_the_playground_and_a_project_folder_are_the_persons(here, tmp_path):
