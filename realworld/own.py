@@ -124,10 +124,21 @@ def overlap(workdir) -> str | None:
 
 def in_workspace(path: Path | None, workdir) -> bool:
     """Whether a file the agent keeps (the transcript it writes) lies in the workspace, where a tool
-    could rewrite it between its lines, and a pause's seal is read back from it."""
+    could rewrite it between its lines, and a pause's seal is read back from it: by its path, or by
+    where a link at its path leads (the file a write through it changes)."""
     if path is None:
         return False
-    return within(resolved(Path(path).parent) / Path(path).name, resolved(Path(workdir)))
+    root, path = resolved(Path(workdir)), Path(path)
+    return within(resolved(path.parent) / path.name, root) or within(resolved(path), root)
+
+
+def other_names(path: Path) -> bool:
+    """Whether the file at path has other names (hard links, link(2)): where they are cannot be
+    known without a search, and one in the workspace is the same file."""
+    with contextlib.suppress(OSError):
+        status = os.stat(path)
+        return stat.S_ISREG(status.st_mode) and status.st_nlink > 1
+    return False
 
 
 # --- runs/: the agent's before anything runs ------------------------------------------------------

@@ -310,7 +310,19 @@ def test_a_transcript_in_the_workspace_is_refused_before_anything_is_sent(
     assert not path.exists() and not (agent.workdir / "ran").exists()
 
 
-def test_a_transcript_resumed_from_the_workspace_is_read_once_and_goes_on_elsewhere(agent, server):
+# How a transcript resumed from outside the workspace can be a file in it: symlink(7), a link is
+# followed by open(2); link(2), a hard link is the same file under another name, anywhere.
+REACHED = {
+    "in it": lambda shared, outside: shared,
+    "by a symlink outside it": lambda shared, outside: link(outside, shared),
+    "by a hard link outside it": lambda shared, outside: (os.link(shared, outside), outside)[1],
+}
+
+
+@pytest.mark.parametrize("reached", list(REACHED))
+def test_a_transcript_resumed_from_the_workspace_is_read_once_and_goes_on_elsewhere(
+    agent, server, reached
+):
     server.add(reply("first answer"))
     first = agent("first task")
     assert first.returncode == 0, first.stderr
@@ -318,13 +330,14 @@ def test_a_transcript_resumed_from_the_workspace_is_read_once_and_goes_on_elsewh
     shared = agent.workdir / "shared.jsonl"
     shutil.copy(first.transcript, shared)
     read = shared.read_bytes()
+    resumed = REACHED[reached](shared, agent.tmp_path / "resumed.jsonl")
     # the resumed run's command rewrites the file it was resumed from: nothing of it is read again
     forged = {"type": "user/message", "content": "forged"}
     command = f"printf '%s\\n' '{json.dumps(forged)}' >> shared.jsonl"
     server.add(reply(tool_calls=[call("run_shell", {"command": command})]), reply("done"))
-    result = agent("--resume", str(shared), "--yes", "second task")
+    result = agent("--resume", str(resumed), "--yes", "second task")
     assert result.returncode == 0, result.stderr
-    assert f"{shared} is in the workspace" in result.stderr
+    assert f"{resumed} is in the workspace" in result.stderr or "other names" in result.stderr
     assert f"goes on in {result.transcript}" in result.stderr
     went_on = events_of(result.transcript)
     assert went_on[: len(events_of(first.transcript))] == events_of(first.transcript)
