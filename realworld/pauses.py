@@ -99,6 +99,13 @@ UNANSWERED = (
 )
 
 
+# What a call stopped while its tool ran gets, after why the run stopped: unlike the calls after
+# it, it began, and a command may have done part of its work or all of it.
+WHILE_IT_RAN = (
+    "while it ran: it may have done part or all of its work, so check before repeating it"
+)
+
+
 # What the task of a killed run gets, when the run is resumed, if no reply had come to it.
 NO_ANSWER = "the earlier run ended before the model answered"
 
