@@ -11,6 +11,7 @@ once, outside the workspace. macOS has sandbox-exec, with a profile to the same 
 does not stop is in docs/safety.md (The sandbox).
 """
 
+import contextlib
 import functools
 import os
 import platform
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import config
-from realworld import processes
+from realworld import own, processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
     GIT_SECONDS,
@@ -141,9 +142,16 @@ def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: in
 
 
 def hidden_files(root: Path) -> list[Path]:
-    """The agent's own .env and transcripts, outside the workspace (realworld/own.py): hidden from
-    every command."""
-    return [path for path in (config.HERE / ".env", config.RUNS) if path.exists()]
+    """The agent's own .env, every copy of it beside it (each file of its folder whose name begins
+    with .env: .env.local, an editor's .env~ or .env.swp, a .env.bak) and its transcripts, outside
+    the workspace (realworld/own.py): hidden from every command, each where its path leads (a .env
+    that is a link hides the file it names, which a read of either name reaches)."""
+    names = [config.HERE / ".env", config.RUNS]
+    with contextlib.suppress(OSError):
+        beside = [e for e in os.scandir(config.HERE) if e.name.startswith(".env")]
+        names += [config.HERE / e.name for e in beside if not e.is_dir()]
+    found = {own.resolved(path) for path in names}
+    return sorted(path for path in found if path.exists())
 
 
 def finish(workdir: Path, before: dict) -> str:
