@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import select
+import shlex
 import stat
 import subprocess
 import time
@@ -186,6 +187,7 @@ MAX_PLACES = 256  # repositories asked at the most: one git each, about 3 ms, be
 MAX_NAMED = 10_000  # paths the configuration names, judged at the most
 REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES")
 WORD_ENDS = re.compile(r"[\s'\"=:;,|&()<>`$!]+")  # where a path in a shell command ends
+PATH_ENDS = re.compile(r"[=:;,|&()<>`!]+")  # where one ends inside a word a shell has read
 
 
 def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[dict, bool]:
@@ -197,8 +199,10 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
     answered in full (in time, within bounds)."""
     places = {root: None}
     for piece in found:
-        if piece.is_symlink() or any(piece.is_relative_to(p) for p in planted):
-            continue  # a link, or a config a command planted: not followed
+        if any(piece.is_relative_to(p) for p in planted):
+            continue  # a config a command planted: not followed
+        # a .git or a HEAD of the person's that is a link is obeyed as git obeys it (stat(2)
+        # follows it; gitrepository-layout(5): HEAD "can also be a symbolic link"): asked too
         lower = piece.name.lower()
         if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
             places[piece.parent] = piece.parent
@@ -262,8 +266,23 @@ def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[
 
 def words(value: str) -> set[str]:
     """The value whole, and each piece of it a shell or git would take for a path (a word of a
-    command, the part after an = or a :); ~ stays, for expanduser."""
-    return {value.strip(), *WORD_ENDS.split(value)} - {""}
+    command, the part after an = or a :), split as text and as a shell reads it; ~ stays, for
+    expanduser."""
+    found = {value.strip(), *WORD_ENDS.split(value)}
+    for word in shell_words(value):
+        found |= {word, *PATH_ENDS.split(word)}
+    return found - {""}
+
+
+def shell_words(value: str) -> list[str]:
+    """The words of a value as sh reads a command (git runs a command value, an alias's after its
+    "!", with sh -c): quotes and backslashes taken away, so 'my tools/x.sh' is one path, and
+    $VARIABLES expanded from this environment (POSIX sh 2.2 Quoting, 2.6.2 Parameter
+    Expansion). [] where a quote is left open: sh would refuse it too."""
+    try:
+        return [os.path.expandvars(word) for word in shlex.split(value.lstrip("!"))]
+    except ValueError:
+        return []
 
 
 def git_config(

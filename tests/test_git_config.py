@@ -298,3 +298,58 @@ def test_a_value_that_reaches_the_workspace_through_a_link_outside_it(tmp_path, 
     plant = f"mkdir hk && printf '{HOOK.format(mark=mark)}' > hk/pre-commit && chmod +x hk/*"
     assert "the sandbox moved hk, which this command made" in run(plant, work)
     persons_next_git(work, mark)
+
+
+# --- Members a fresh pair of eyes found (issue 42) -----------------------------------------------
+# git runs a command value (core.fsmonitor, an alias after its "!", a filter) with sh -c when it
+# holds a shell's special characters (git's run-command.c, prepare_shell_cmd()), and sh reads
+# quotes, backslashes and $VARIABLES before it finds the path (POSIX sh, 2.2 Quoting, 2.6.2
+# Parameter Expansion): a path with a space, quoted or escaped, or under $HOME, is one path.
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "'tools/fs mon.sh'",
+        '"tools/fs mon.sh" --quiet',
+        "tools/fs\\ mon.sh",
+        "$HOME/../work/tools/fs mon.sh",
+    ],
+    ids=["single-quoted", "double-quoted with an argument", "backslash", "$HOME"],
+)
+def test_a_command_value_is_read_as_sh_reads_it(tmp_path, value):
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    (work / "tools").mkdir()
+    git(work, "config", "core.fsmonitor", value if value[0] != "$" else f"'{value}'")
+    plant = f"printf '{HOOK.format(mark=mark)}' > 'tools/fs mon.sh'; chmod +x tools/*; echo tried"
+    result = run(plant, work)
+    assert "the sandbox moved tools/fs mon.sh, which this command made" in result, result
+    persons_next_git(work, mark)
+
+
+@pytest.mark.parametrize("kind", ["a .git link", "a bare repository's HEAD link"])
+def test_a_repository_the_person_reaches_through_a_link_is_asked_too(tmp_path, kind):
+    # stat(2) follows a link: git takes sub/.git -> elsewhere for the repository, and a bare
+    # repository's HEAD "can also be a symbolic link" (gitrepository-layout(5))
+    work = tmp_path / "work"
+    work.mkdir()
+    mark = tmp_path / "PWNED"
+    if kind == "a .git link":
+        store = workspace_repository(tmp_path / "store")
+        (work / "sub").mkdir()
+        (store / ".git").rename(tmp_path / "sub.git")
+        (work / "sub" / ".git").symlink_to(tmp_path / "sub.git")
+        git(work / "sub", "checkout", "-qf", "HEAD")
+        git(work / "sub", "config", "core.hooksPath", ".hooks")
+        plant, persons = "mkdir sub/.hooks && printf '{hook}' > sub/.hooks/pre-commit", work / "sub"
+    else:
+        subprocess.run(["git", "init", "-q", "--bare", str(work / "sub.git")], check=True)
+        (work / "sub.git" / "HEAD").unlink()
+        (work / "sub.git" / "HEAD").symlink_to("refs/heads/master")
+        git(work / "sub.git", "config", "core.hooksPath", "myhooks")
+        plant, persons = "mkdir sub.git/myhooks && printf '{hook}' > sub.git/myhooks/update", None
+    result = run(plant.format(hook=HOOK.format(mark=mark)) + " && chmod +x */*/*; echo tried", work)
+    assert "the sandbox moved sub" in result and "which this command made" in result, result
+    if persons:
+        persons_next_git(persons, mark)
