@@ -250,7 +250,7 @@ def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[
         if origin is not None:
             named.add(origin)
         paths = {
-            Path(os.path.normpath(f / os.path.expanduser(w))) for w in words(value) for f in folders
+            r for w in words(value) for f in folders for r in resolved(f / os.path.expanduser(w))
         }
         named |= paths
         if key.startswith(("include.", "includeif.")) and key.endswith(".path"):
@@ -262,6 +262,17 @@ def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[
                     todo += more
                     complete &= answered
     return named, complete
+
+
+def resolved(path: Path) -> set[Path]:
+    """Where the system takes path: a .. after a link leaves where the link leads, not the link's
+    folder (path_resolution(7)), so a path with a .. is resolved through the links on its way,
+    and kept as written too, to watch a link on its way that a command could turn."""
+    return (
+        {Path(os.path.realpath(path)), path}
+        if ".." in path.parts
+        else {Path(os.path.normpath(path))}
+    )
 
 
 def words(value: str) -> set[str]:

@@ -108,6 +108,8 @@ def bindable(path: Path, root: Path) -> bool:
     """Whether bubblewrap can keep path read-only: a link only where it leads to something inside
     the workspace (bubblewrap binds what it leads to); one that leads outside (read-only anyway)
     or nowhere would make every command fail."""
+    if ".." in path.parts:  # a path kept as written (protected.resolved()): watched, not bound
+        return False
     if not path.is_symlink():
         return path.exists()  # a folder Python would import from once made is not there yet
     try:

@@ -353,3 +353,22 @@ def test_a_repository_the_person_reaches_through_a_link_is_asked_too(tmp_path, k
     assert "the sandbox moved sub" in result and "which this command made" in result, result
     if persons:
         persons_next_git(persons, mark)
+
+
+@pytest.mark.parametrize("turned", [False, True], ids=["the link as it is", "the link turned"])
+def test_a_dot_dot_after_a_link_is_taken_where_the_system_takes_it(tmp_path, turned):
+    # path_resolution(7): ".." after a link is the parent of where the link leads, so
+    # tools/../hooks with tools -> ci/scripts is ci/hooks, not hooks
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    (work / "ci" / "scripts").mkdir(parents=True)
+    (work / "tools").symlink_to("ci/scripts")
+    git(work, "config", "core.hooksPath", "tools/../hooks")
+    where = "x" if turned else "ci"
+    turn = "rm tools && mkdir -p x/y && ln -s x/y tools && " if turned else ""
+    hook = f"{where}/hooks/pre-commit"
+    plant = f"{turn}mkdir {where}/hooks && printf '{HOOK.format(mark=mark)}' > {hook}"
+    result = run(f"{plant} && chmod +x {hook}; echo tried", work)
+    moved_what = "tools" if turned else "ci/hooks"
+    assert f"the sandbox moved {moved_what}, which this command made" in result, result
+    persons_next_git(work, mark)
