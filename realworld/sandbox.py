@@ -24,6 +24,7 @@ import config
 from realworld import processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
+    GIT_DIR_PIECES,
     GIT_SECONDS,
     MAX_FOLDERS,
     MAX_NAMED,
@@ -209,16 +210,16 @@ def finish(workdir: Path, before: dict) -> str:
 
 def persons_moved(made: list[Path], candidates: list[Path], before: dict) -> list[Path]:
     """Of candidates (made, named by no value of git's), what the person had: an entry of theirs
-    named like a piece (config/, hooks/), by device and inode, that the command renamed under its
-    own name into another folder (a hard link leaves it at its old path too, and is made). It
-    stays where it went, unless that folder would still be a repository once what the command
-    made is moved aside."""
+    named like a piece (config/, hooks/), by device and inode, that the command renamed to a
+    piece's name (not .git or .env, whose role it would change), in another folder or not (a
+    hard link leaves it at its old path too, and is made). It stays where it went, unless that
+    folder would still be a repository once what the command made is moved aside."""
     was = {identity: path for path, identity in before["seen"].items()}
     theirs = []
     for path in candidates:
         now = identities([path]).get(path)
         old = was.get(now)
-        if old and old.name == path.name and identities([old]).get(old) != now:
+        if old and path.name.lower() in GIT_DIR_PIECES and identities([old]).get(old) != now:
             theirs.append(path)
     going = {p.parent: set() for p in theirs}
     for path in made:

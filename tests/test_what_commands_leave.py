@@ -402,15 +402,20 @@ def test_a_package_marker_moves_nothing_of_the_persons(tmp_path):
 
 
 @sandboxed_only
-def test_the_persons_folder_renamed_into_a_planted_repository_stays_theirs(tmp_path):
+@pytest.mark.parametrize("swap", [False, True], ids=["renamed into it", "swapped with hooks/"])
+def test_the_persons_folder_renamed_into_a_planted_repository_stays_theirs(tmp_path, swap):
     workspace = tmp_path / "work"
     (workspace / "config").mkdir(parents=True)
     (workspace / "config" / "settings.yml").write_text("mine: 1\n")
-    plant = "mkdir -p x/objects x/refs && echo 'ref: refs/heads/m' > x/HEAD && mv config x/config"
+    (workspace / "x" / "hooks").mkdir(parents=True)
+    plant = "mkdir -p x/objects x/refs && echo 'ref: refs/heads/m' > x/HEAD && "
+    plant += "mv config t && mv x/hooks x/config && mv t x/hooks" if swap else "mv config x/config"
     result = run(plant, workspace)
     assert "the sandbox moved x/HEAD, x/objects, x/refs, which this command made" in result, result
-    assert "this command moved configuration to x/config" in result
-    assert (workspace / "x" / "config" / "settings.yml").read_text() == "mine: 1\n"
+    said = "x/config, x/hooks" if swap else "x/config"
+    assert f"this command moved configuration to {said}" in result
+    mine = workspace / "x" / ("hooks" if swap else "config") / "settings.yml"
+    assert mine.read_text() == "mine: 1\n"
     assert not is_git_dir({p.name.lower() for p in (workspace / "x").iterdir()})
 
 
