@@ -197,7 +197,7 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
     file's folder; ~ expanded). Path: identities of it and the folders above it (watch()). Not the
     workspace, a folder holding a repository, or what is already read-only. Second: whether git
     answered in full (in time, within bounds)."""
-    places = {root: None}
+    places, kept = {root: None}, []
     for piece in found:
         if any(piece.is_relative_to(p) for p in planted):
             continue  # a config a command planted: not followed
@@ -206,7 +206,9 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         lower = piece.name.lower()
         if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
             places[piece.parent] = piece.parent
-    if len(places) > MAX_PLACES:
+            if lower == ".git":
+                kept += submodules(piece, piece.parent, MAX_PLACES + 1 - len(kept))
+    if len(places) + len(kept) > MAX_PLACES:
         return {}, False
     held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
     named, complete, deadline = set(), True, time.monotonic() + GIT_SECONDS
@@ -217,6 +219,13 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         paths, followed = names_in(git, entries, base, deadline)
         complete &= answered and followed
         named |= paths | config_files(base)
+    for git_dir, tree in kept:  # asked as its own git dir; relative values from its work tree
+        entries, answered = git_config(git, git_dir, git_dir, ["--list"], deadline, True)
+        trees = [v for origin, key, v in entries if key == "core.worktree"]
+        base = Path(os.path.normpath(git_dir / trees[-1])) if trees else tree
+        paths, followed = names_in(git, entries, base, deadline)
+        complete &= answered and followed
+        named |= paths
     if len(named) > 10 * MAX_NAMED:
         return {}, False
     named |= {Path(os.path.realpath(p)) for p in named}  # a link leads on, from outside too
@@ -228,6 +237,28 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         if not any(q in found or q in planted for q in (path, *path.parents)):
             judged[path] = watch(root, path)
     return judged, complete
+
+
+def submodules(git_dir: Path, tree: Path, limit: int) -> list[tuple[Path, Path]]:
+    """The repositories git keeps for submodules in the git dir of the work tree tree, at most
+    limit: modules/<name>/ (a name may hold slashes) and theirs in turn, obeyed again whenever one
+    is checked out, even where none is now (gitsubmodules(7), gitrepository-layout(5) "modules").
+    Each with the work tree its name gives (where a deinit left no core.worktree). At most
+    MAX_FOLDERS folders read; links not followed."""
+    found, todo, read = [], [(git_dir / "modules", tree)], 0
+    while todo and read < MAX_FOLDERS and len(found) < limit:
+        (folder, at), read = todo.pop(), read + 1
+        try:
+            with os.scandir(folder) as listed:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listed]
+        except OSError:
+            continue
+        if is_git_dir({name.lower() for name, _ in entries}):
+            found.append((folder, at))
+            todo.append((folder / "modules", at))
+        else:
+            todo += [(folder / name, at / name) for name, is_folder in entries if is_folder]
+    return found
 
 
 def config_files(base: Path) -> set[Path]:
@@ -297,7 +328,7 @@ def shell_words(value: str) -> list[str]:
 
 
 def git_config(
-    git: str, place: Path, base: Path, args: list[str], deadline: float
+    git: str, place: Path, base: Path, args: list[str], deadline: float, git_dir: bool = False
 ) -> tuple[list, bool]:
     """git config ARGS --show-origin -z, run in place, as entries (origin file, relative to base
     where relative, or None; key; value); and whether it answered in full, by the deadline and
@@ -305,7 +336,8 @@ def git_config(
     like unset), the system config read."""
     env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
     env.pop("GIT_CONFIG_NOSYSTEM", None)
-    argv = [git, "-C", str(place), "config", *args, "--show-origin", "-z"]
+    own = ["--git-dir=."] if git_dir else []  # a git dir of its own, whatever safe.bareRepository
+    argv = [git, "-C", str(place), *own, "config", *args, "--show-origin", "-z"]
     answer, complete = bounded_output(argv, env, deadline)
     fields = answer.decode("utf-8", errors="surrogateescape").split("\0")
     entries = []

@@ -372,3 +372,24 @@ def test_a_dot_dot_after_a_link_is_taken_where_the_system_takes_it(tmp_path, tur
     moved_what = "tools" if turned else "ci/hooks"
     assert f"the sandbox moved {moved_what}, which this command made" in result, result
     persons_next_git(work, mark)
+
+
+@pytest.mark.parametrize("checked_out", [True, False], ids=["checked out", "after a deinit"])
+def test_a_submodules_own_config_is_judged_checked_out_or_not(tmp_path, checked_out):
+    # gitsubmodules(7): a submodule's repository lives in the superproject's .git/modules/<name>/
+    # and stays there after "git submodule deinit"; "git submodule update" checks it out again,
+    # and its config (core.hooksPath, relative to its work tree) is obeyed there
+    work = workspace_repository(tmp_path)
+    lib = workspace_repository(tmp_path / "lib")
+    mark = tmp_path / "PWNED"
+    allow = ["-c", "protocol.file.allow=always"]
+    assert git(work, *allow, "submodule", "--quiet", "add", str(lib), "sub").returncode == 0
+    git(work, "commit", "-qm", "sub")
+    git(work / "sub", "config", "core.hooksPath", "hk")
+    if not checked_out:
+        git(work, "submodule", "--quiet", "deinit", "-f", "sub")
+    plant = f"mkdir -p sub/hk && printf '{HOOK.format(mark=mark)}' > sub/hk/pre-commit"
+    result = run(f"{plant} && chmod +x sub/hk/pre-commit; echo tried", work)
+    assert "the sandbox moved sub/hk, which this command made" in result, result
+    git(work, *allow, "submodule", "--quiet", "update", "--init")
+    persons_next_git(work / "sub", mark)
