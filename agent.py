@@ -245,7 +245,8 @@ def finish(
     messages: list[dict], outcome: Outcome, transcript, model: str, workdir, client, ran: dict
 ) -> None:
     """Answer every call still open (a pause leaves them for the person): one that ran (in ran,
-    what it returned) with its result, the others with why the run stopped; the task too if no
+    what it returned) with its result, one stopped while it ran with that it began (ran holds
+    None), the others with why the run stopped; the task too if no
     reply came to it; say why the run stopped, record the end. A pause records the settings the
     run had, sealed with the whole conversation: going on needs the same."""
     reason = (
@@ -260,9 +261,9 @@ def finish(
             transcript, "turn/end", status="paused", pending=pending, settings=settings, **sealed
         )
         return
-    for call in pauses.open_calls(messages)[:1]:  # the one run when the run stopped, if it ran
-        if call["id"] in ran:
-            result, ok = ran[call["id"]]
+    for call in pauses.open_calls(messages)[:1]:  # the one run when the run stopped, if it began
+        if call["id"] in ran:  # what it returned, or (None) that it was stopped while it ran
+            result, ok = ran[call["id"]] or (f"{reason} {pauses.WHILE_IT_RAN}", False)
             tool_message = {"role": "tool", "tool_call_id": call["id"], "content": clip(result)}
             add(messages, tool_message, transcript, name=call["function"]["name"], ok=ok)
     pauses.close_open_calls(messages, reason, transcript)

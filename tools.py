@@ -213,6 +213,7 @@ def run_call(
                 consent(args["command"], from_text)
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
+        ran[key] = None  # begun: stopped from here on, it may have done some of its work
         result, ok = ran[key] = tool_map[name](**args, **kwargs), True
     except ToolError as e:
         result, ok = ran[key] = f"error: {e}", False

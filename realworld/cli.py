@@ -142,6 +142,8 @@ def command(program: Program, argv: list[str] | None) -> int:
             "from it): nothing was run; --show it, then resume it again"
         )
         return 2
+    if options.approve is not None or options.reject is not None:  # it goes on from the pause now
+        pauses.spend(options.resume, recorded)
     # a closed terminal, kill, systemd
     for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if number:

@@ -21,6 +21,7 @@ import config
 KEY = ".pause-key"  # in runs/: what pauses are sealed with (realworld/pauses.py)
 SPENT = ".pauses-done"  # in runs/: the seals of pauses gone on from
 SPENT_BYTES = 16 * 1024 * 1024  # of SPENT, read at the most: a quarter of a million seals
+PTH_BYTES = 1024 * 1024  # of one .pth file, read at the most
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 POSIX = os.name == "posix"  # elsewhere (Windows) owners and modes are access lists, not read here
@@ -34,15 +35,44 @@ def places() -> dict[Path, str]:
     found[config.RUNS] = "the agent's runs/ (its transcripts and the pause key)"
     if sys.prefix != sys.base_prefix:  # a virtual environment: its python runs the agent
         found[Path(sys.prefix)] = "the Python environment the agent runs in"
-    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
     # but the running program's own folder: for python agent.py, the agent's, above; for a
     # person's program that imports the agent, theirs
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     program = resolved(Path(main).parent) if main else None
-    for entry in [*sys.path, *user]:
-        if entry and (os.path.isdir(entry) or entry in user) and resolved(Path(entry)) != program:
+    for entry in import_folders():
+        if entry and resolved(Path(entry)) != program:
             found.setdefault(Path(entry), "a folder Python imports the agent's code from")
     return {resolved(path): what for path, what in found.items()}
+
+
+def import_folders() -> list[str]:
+    """Every folder Python imports from at the agent's next start, whether it exists yet or not:
+    sys.path (PYTHONPATH's folders are there even while missing), the person's own site-packages,
+    and each folder a .pth file in a site-packages folder names, which site.py adds once it
+    exists. A folder made later is imported from as one that stood there."""
+    user = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    folders = [*sys.path, *user]
+    for sitedir in [*site.getsitepackages(), *user]:
+        folders += pth_folders(sitedir)
+    return folders
+
+
+def pth_folders(sitedir: str) -> list[str]:
+    """The folders the .pth files of sitedir name, as site.addpackage() reads them: a line that
+    is no comment, no blank and no `import`, joined to sitedir."""
+    found = []
+    with contextlib.suppress(OSError):
+        names = sorted(n for n in os.listdir(sitedir) if n.endswith(".pth") and n[0] != ".")
+        for name in names:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                with open(os.path.join(sitedir, name), encoding="locale") as f:
+                    lines = f.read(PTH_BYTES).splitlines()
+                found += [
+                    os.path.join(sitedir, line.rstrip())
+                    for line in lines
+                    if line.strip() and not line.startswith(("#", "import ", "import\t"))
+                ]
+    return found
 
 
 def resolved(path: Path) -> Path:
@@ -94,10 +124,21 @@ def overlap(workdir) -> str | None:
 
 def in_workspace(path: Path | None, workdir) -> bool:
     """Whether a file the agent keeps (the transcript it writes) lies in the workspace, where a tool
-    could rewrite it between its lines, and a pause's seal is read back from it."""
+    could rewrite it between its lines, and a pause's seal is read back from it: by its path, or by
+    where a link at its path leads (the file a write through it changes)."""
     if path is None:
         return False
-    return within(resolved(Path(path).parent) / Path(path).name, resolved(Path(workdir)))
+    root, path = resolved(Path(workdir)), Path(path)
+    return within(resolved(path.parent) / path.name, root) or within(resolved(path), root)
+
+
+def other_names(path: Path) -> bool:
+    """Whether the file at path has other names (hard links, link(2)): where they are cannot be
+    known without a search, and one in the workspace is the same file."""
+    with contextlib.suppress(OSError):
+        status = os.stat(path)
+        return stat.S_ISREG(status.st_mode) and status.st_nlink > 1
+    return False
 
 
 # --- runs/: the agent's before anything runs ------------------------------------------------------

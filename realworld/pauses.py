@@ -99,6 +99,13 @@ UNANSWERED = (
 )
 
 
+# What a call stopped while its tool ran gets, after why the run stopped: unlike the calls after
+# it, it began, and a command may have done part of its work or all of it.
+WHILE_IT_RAN = (
+    "while it ran: it may have done part or all of its work, so check before repeating it"
+)
+
+
 # What the task of a killed run gets, when the run is resumed, if no reply had come to it.
 NO_ANSWER = "the earlier run ended before the model answered"
 
@@ -365,7 +372,8 @@ def decisions(
     when the transcript is not paused, when its waiting calls are not among those its pause
     recorded (it changed since), when a bare --approve finds the pause not sealed here
     (sealed_here()), when the pause ran with other settings than these (settings: settings_of()
-    for this run), or when a code names none of them. A sealed pause gone on from is spent."""
+    for this run), or when a code names none of them. Nothing is spent here: spend() is, once the
+    run goes on."""
     pause, messages = last_end(events), runs.conversation(events)
     calls = still_waiting(events, messages)
     if not calls:
@@ -406,9 +414,15 @@ def decisions(
     chosen = {i: True for i in approved}
     if reject is not None:
         chosen.update({i: reject or False for i in codes.values() if i not in approved})
-    if sealed:
-        own.spend(pause["seal"])
     return chosen
+
+
+def spend(path, events: list[dict]) -> None:
+    """Record the last pause of the transcript at path as gone on from, where it is sealed here:
+    called once the run goes on (the transcript locked for it), so that a resume refused before
+    that (another agent holds it, a bad setting) leaves its bare --approve to the next one."""
+    if sealed_here(path, events):
+        own.spend(last_end(events)["seal"])
 
 
 def is_part_of(now: list, recorded: list) -> bool:

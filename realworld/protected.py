@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import select
+import shlex
 import stat
 import subprocess
 import time
@@ -186,6 +187,7 @@ MAX_PLACES = 256  # repositories asked at the most: one git each, about 3 ms, be
 MAX_NAMED = 10_000  # paths the configuration names, judged at the most
 REPOSITORY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES")
 WORD_ENDS = re.compile(r"[\s'\"=:;,|&()<>`$!]+")  # where a path in a shell command ends
+PATH_ENDS = re.compile(r"[=:;,|&()<>`!]+")  # where one ends inside a word a shell has read
 
 
 def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[dict, bool]:
@@ -195,14 +197,18 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
     file's folder; ~ expanded). Path: identities of it and the folders above it (watch()). Not the
     workspace, a folder holding a repository, or what is already read-only. Second: whether git
     answered in full (in time, within bounds)."""
-    places = {root: None}
+    places, kept = {root: None}, []
     for piece in found:
-        if piece.is_symlink() or any(piece.is_relative_to(p) for p in planted):
-            continue  # a link, or a config a command planted: not followed
+        if any(piece.is_relative_to(p) for p in planted):
+            continue  # a config a command planted: not followed
+        # a .git or a HEAD of the person's that is a link is obeyed as git obeys it (stat(2)
+        # follows it; gitrepository-layout(5): HEAD "can also be a symbolic link"): asked too
         lower = piece.name.lower()
         if lower == ".git" or lower == "head":  # a work tree, or a bare repository's own folder
             places[piece.parent] = piece.parent
-    if len(places) > MAX_PLACES:
+            if lower == ".git":
+                kept += submodules(piece, piece.parent, MAX_PLACES + 1 - len(kept))
+    if len(places) + len(kept) > MAX_PLACES:
         return {}, False
     held = {p for place in places for p in (place, *place.parents)}  # a repository's folders
     named, complete, deadline = set(), True, time.monotonic() + GIT_SECONDS
@@ -213,6 +219,13 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         paths, followed = names_in(git, entries, base, deadline)
         complete &= answered and followed
         named |= paths | config_files(base)
+    for git_dir, tree in kept:  # asked as its own git dir; relative values from its work tree
+        entries, answered = git_config(git, git_dir, git_dir, ["--list"], deadline, True)
+        trees = [v for origin, key, v in entries if key == "core.worktree"]
+        base = Path(os.path.normpath(git_dir / trees[-1])) if trees else tree
+        paths, followed = names_in(git, entries, base, deadline)
+        complete &= answered and followed
+        named |= paths
     if len(named) > 10 * MAX_NAMED:
         return {}, False
     named |= {Path(os.path.realpath(p)) for p in named}  # a link leads on, from outside too
@@ -224,6 +237,28 @@ def git_named(git: str, root: Path, found: dict, planted: list[Path]) -> tuple[d
         if not any(q in found or q in planted for q in (path, *path.parents)):
             judged[path] = watch(root, path)
     return judged, complete
+
+
+def submodules(git_dir: Path, tree: Path, limit: int) -> list[tuple[Path, Path]]:
+    """The repositories git keeps for submodules in the git dir of the work tree tree, at most
+    limit: modules/<name>/ (a name may hold slashes) and theirs in turn, obeyed again whenever one
+    is checked out, even where none is now (gitsubmodules(7), gitrepository-layout(5) "modules").
+    Each with the work tree its name gives (where a deinit left no core.worktree). At most
+    MAX_FOLDERS folders read; links not followed."""
+    found, todo, read = [], [(git_dir / "modules", tree)], 0
+    while todo and read < MAX_FOLDERS and len(found) < limit:
+        (folder, at), read = todo.pop(), read + 1
+        try:
+            with os.scandir(folder) as listed:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in listed]
+        except OSError:
+            continue
+        if is_git_dir({name.lower() for name, _ in entries}):
+            found.append((folder, at))
+            todo.append((folder / "modules", at))
+        else:
+            todo += [(folder / name, at / name) for name, is_folder in entries if is_folder]
+    return found
 
 
 def config_files(base: Path) -> set[Path]:
@@ -246,7 +281,7 @@ def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[
         if origin is not None:
             named.add(origin)
         paths = {
-            Path(os.path.normpath(f / os.path.expanduser(w))) for w in words(value) for f in folders
+            r for w in words(value) for f in folders for r in resolved(f / os.path.expanduser(w))
         }
         named |= paths
         if key.startswith(("include.", "includeif.")) and key.endswith(".path"):
@@ -260,14 +295,40 @@ def names_in(git: str, entries: list, base: Path, deadline: float) -> tuple[set[
     return named, complete
 
 
+def resolved(path: Path) -> set[Path]:
+    """Where the system takes path: a .. after a link leaves where the link leads, not the link's
+    folder (path_resolution(7)), so a path with a .. is resolved through the links on its way,
+    and kept as written too, to watch a link on its way that a command could turn."""
+    return (
+        {Path(os.path.realpath(path)), path}
+        if ".." in path.parts
+        else {Path(os.path.normpath(path))}
+    )
+
+
 def words(value: str) -> set[str]:
     """The value whole, and each piece of it a shell or git would take for a path (a word of a
-    command, the part after an = or a :); ~ stays, for expanduser."""
-    return {value.strip(), *WORD_ENDS.split(value)} - {""}
+    command, the part after an = or a :), split as text and as a shell reads it; ~ stays, for
+    expanduser."""
+    found = {value.strip(), *WORD_ENDS.split(value)}
+    for word in shell_words(value):
+        found |= {word, *PATH_ENDS.split(word)}
+    return found - {""}
+
+
+def shell_words(value: str) -> list[str]:
+    """The words of a value as sh reads a command (git runs a command value, an alias's after its
+    "!", with sh -c): quotes and backslashes taken away, so 'my tools/x.sh' is one path, and
+    $VARIABLES expanded from this environment (POSIX sh 2.2 Quoting, 2.6.2 Parameter
+    Expansion). [] where a quote is left open: sh would refuse it too."""
+    try:
+        return [os.path.expandvars(word) for word in shlex.split(value.lstrip("!"))]
+    except ValueError:
+        return []
 
 
 def git_config(
-    git: str, place: Path, base: Path, args: list[str], deadline: float
+    git: str, place: Path, base: Path, args: list[str], deadline: float, git_dir: bool = False
 ) -> tuple[list, bool]:
     """git config ARGS --show-origin -z, run in place, as entries (origin file, relative to base
     where relative, or None; key; value); and whether it answered in full, by the deadline and
@@ -275,7 +336,8 @@ def git_config(
     like unset), the system config read."""
     env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_ENV}
     env.pop("GIT_CONFIG_NOSYSTEM", None)
-    argv = [git, "-C", str(place), "config", *args, "--show-origin", "-z"]
+    own = ["--git-dir=."] if git_dir else []  # a git dir of its own, whatever safe.bareRepository
+    argv = [git, "-C", str(place), *own, "config", *args, "--show-origin", "-z"]
     answer, complete = bounded_output(argv, env, deadline)
     fields = answer.decode("utf-8", errors="surrogateescape").split("\0")
     entries = []

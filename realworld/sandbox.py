@@ -11,6 +11,7 @@ once, outside the workspace. macOS has sandbox-exec, with a profile to the same 
 does not stop is in docs/safety.md (The sandbox).
 """
 
+import contextlib
 import functools
 import os
 import platform
@@ -21,15 +22,18 @@ import tempfile
 from pathlib import Path
 
 import config
-from realworld import processes
+from realworld import own, processes
 from realworld.guards import Pattern, say
 from realworld.protected import (
+    GIT_DIR_PIECES,
     GIT_SECONDS,
     MAX_FOLDERS,
     MAX_NAMED,
     MAX_PLACES,
     configuration_in,
     git_named,
+    identities,
+    is_git_dir,
     made_by_command,
     made_there,
     move_aside,
@@ -106,6 +110,8 @@ def bindable(path: Path, root: Path) -> bool:
     """Whether bubblewrap can keep path read-only: a link only where it leads to something inside
     the workspace (bubblewrap binds what it leads to); one that leads outside (read-only anyway)
     or nowhere would make every command fail."""
+    if ".." in path.parts:  # a path kept as written (protected.resolved()): watched, not bound
+        return False
     if not path.is_symlink():
         return path.exists()  # a folder Python would import from once made is not there yet
     try:
@@ -141,9 +147,16 @@ def bwrap_options(command: str, root: Path, read_only: set[Path], seccomp_fd: in
 
 
 def hidden_files(root: Path) -> list[Path]:
-    """The agent's own .env and transcripts, outside the workspace (realworld/own.py): hidden from
-    every command."""
-    return [path for path in (config.HERE / ".env", config.RUNS) if path.exists()]
+    """The agent's own .env, every copy of it beside it (each file of its folder whose name begins
+    with .env: .env.local, an editor's .env~ or .env.swp, a .env.bak) and its transcripts, outside
+    the workspace (realworld/own.py): hidden from every command, each where its path leads (a .env
+    that is a link hides the file it names, which a read of either name reaches)."""
+    names = [config.HERE / ".env", config.RUNS]
+    with contextlib.suppress(OSError):
+        beside = [e for e in os.scandir(config.HERE) if e.name.startswith(".env")]
+        names += [config.HERE / e.name for e in beside if not e.is_dir()]
+    found = {own.resolved(path) for path in names}
+    return sorted(path for path in found if path.exists())
 
 
 def finish(workdir: Path, before: dict) -> str:
@@ -168,6 +181,16 @@ def finish(workdir: Path, before: dict) -> str:
     # bound read-only, so only what holds it can move)
     kept = set(before["protected"].values())
     moved_by_command = [p for p in made if after.get(p) in kept]
+    # what git's configuration names, or a folder on the way to it, is never left as theirs: a
+    # hook the command wrote into the person's old hooks/, renamed to where hooksPath points
+    named = before.get("named", {})
+    inert = [
+        p
+        for p in made
+        if p not in moved_by_command
+        and not any(n.is_relative_to(p) or p.is_relative_to(n) for n in named)
+    ]
+    moved_by_command += persons_moved(made, inert, before)
     made = [p for p in made if p not in moved_by_command]
     where, failed = move_aside(root, made)
     notes = []
@@ -191,6 +214,34 @@ def finish(workdir: Path, before: dict) -> str:
     for note in notes:
         say(f"agent: {note}")
     return "".join(f"\n[{note}]" for note in notes)
+
+
+def persons_moved(made: list[Path], candidates: list[Path], before: dict) -> list[Path]:
+    """Of candidates (made, named by no value of git's), what the person had: an entry of theirs
+    named like a piece (config/, hooks/), by device and inode, that the command renamed to a
+    piece's name (not .git or .env, whose role it would change), in another folder or not (a
+    hard link leaves it at its old path too, and is made). It stays where it went, unless that
+    folder would still be a repository once what the command made is moved aside."""
+    was = {identity: path for path, identity in before["seen"].items()}
+    theirs = []
+    for path in candidates:
+        now = identities([path]).get(path)
+        old = was.get(now)
+        if old and path.name.lower() in GIT_DIR_PIECES and identities([old]).get(old) != now:
+            theirs.append(path)
+    going = {p.parent: set() for p in theirs}
+    for path in made:
+        if path not in theirs and path.parent in going:
+            going[path.parent].add(path.name.lower())
+    stay = []
+    for folder, leaving in going.items():
+        try:
+            left = {entry.name.lower() for entry in os.scandir(folder)} - leaving
+        except OSError:
+            continue
+        if not is_git_dir(left):
+            stay += [p for p in theirs if p.parent == folder]
+    return stay
 
 
 def names(paths: list[Path], root: Path) -> str:

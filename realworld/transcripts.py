@@ -141,20 +141,31 @@ def refused(e: OSError) -> str:
 
 def open_run(path: Path | None, resume: Path | None, recorded: list[dict], workdir: Path):
     """The transcript this run writes: the one it resumes, appended to, or a new one (at path,
-    or in runs/). A lesson in examples/, or a transcript in the workspace (where a tool could
-    rewrite it), is never written to: resuming one starts a new transcript that begins with the
-    events read from it."""
-    lesson = resume and resume.resolve().is_relative_to(config.HERE / "examples")
-    if resume and not lesson and not own.in_workspace(resume, workdir):
+    or in runs/). A lesson in examples/, or a transcript a tool could rewrite (in the workspace,
+    by a link into it, or with another name: kept_apart()), is never written to: resuming one
+    starts a new transcript that begins with the events read from it."""
+    why = resume and kept_apart(resume, workdir)
+    if resume and not why:
         return open_file(resume, "a")
     transcript = open_file(path, "x")
     if resume:
-        why = "is a lesson" if lesson else "is in the workspace, where a command could change it,"
         goes_on = f"this conversation goes on in {transcript.name}"
         say(f"agent: {resume} {why} and stays as it is; {goes_on}")
         for event in recorded:
             write(transcript, event)
     return transcript
+
+
+def kept_apart(resume: Path, workdir: Path) -> str | None:
+    """Why a resumed transcript is not written to, or None: a lesson, a file in the workspace (by
+    its path or a link's), or one with other names, any of which may be in it."""
+    if resume.resolve().is_relative_to(config.HERE / "examples"):
+        return "is a lesson"
+    if own.in_workspace(resume, workdir):
+        return "is in the workspace, where a command could change it,"
+    if own.other_names(resume):
+        return "has other names (hard links), where a command could change it,"
+    return None
 
 
 def as_it_is(path: Path | None) -> tuple | None:

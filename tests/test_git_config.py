@@ -298,3 +298,98 @@ def test_a_value_that_reaches_the_workspace_through_a_link_outside_it(tmp_path, 
     plant = f"mkdir hk && printf '{HOOK.format(mark=mark)}' > hk/pre-commit && chmod +x hk/*"
     assert "the sandbox moved hk, which this command made" in run(plant, work)
     persons_next_git(work, mark)
+
+
+# --- Members a fresh pair of eyes found (issue 42) -----------------------------------------------
+# git runs a command value (core.fsmonitor, an alias after its "!", a filter) with sh -c when it
+# holds a shell's special characters (git's run-command.c, prepare_shell_cmd()), and sh reads
+# quotes, backslashes and $VARIABLES before it finds the path (POSIX sh, 2.2 Quoting, 2.6.2
+# Parameter Expansion): a path with a space, quoted or escaped, or under $HOME, is one path.
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "'tools/fs mon.sh'",
+        '"tools/fs mon.sh" --quiet',
+        "tools/fs\\ mon.sh",
+        "$HOME/../work/tools/fs mon.sh",
+    ],
+    ids=["single-quoted", "double-quoted with an argument", "backslash", "$HOME"],
+)
+def test_a_command_value_is_read_as_sh_reads_it(tmp_path, value):
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    (work / "tools").mkdir()
+    git(work, "config", "core.fsmonitor", value if value[0] != "$" else f"'{value}'")
+    plant = f"printf '{HOOK.format(mark=mark)}' > 'tools/fs mon.sh'; chmod +x tools/*; echo tried"
+    result = run(plant, work)
+    assert "the sandbox moved tools/fs mon.sh, which this command made" in result, result
+    persons_next_git(work, mark)
+
+
+@pytest.mark.parametrize("kind", ["a .git link", "a bare repository's HEAD link"])
+def test_a_repository_the_person_reaches_through_a_link_is_asked_too(tmp_path, kind):
+    # stat(2) follows a link: git takes sub/.git -> elsewhere for the repository, and a bare
+    # repository's HEAD "can also be a symbolic link" (gitrepository-layout(5))
+    work = tmp_path / "work"
+    work.mkdir()
+    mark = tmp_path / "PWNED"
+    if kind == "a .git link":
+        store = workspace_repository(tmp_path / "store")
+        (work / "sub").mkdir()
+        (store / ".git").rename(tmp_path / "sub.git")
+        (work / "sub" / ".git").symlink_to(tmp_path / "sub.git")
+        git(work / "sub", "checkout", "-qf", "HEAD")
+        git(work / "sub", "config", "core.hooksPath", ".hooks")
+        plant, persons = "mkdir sub/.hooks && printf '{hook}' > sub/.hooks/pre-commit", work / "sub"
+    else:
+        subprocess.run(["git", "init", "-q", "--bare", str(work / "sub.git")], check=True)
+        (work / "sub.git" / "HEAD").unlink()
+        (work / "sub.git" / "HEAD").symlink_to("refs/heads/master")
+        git(work / "sub.git", "config", "core.hooksPath", "myhooks")
+        plant, persons = "mkdir sub.git/myhooks && printf '{hook}' > sub.git/myhooks/update", None
+    result = run(plant.format(hook=HOOK.format(mark=mark)) + " && chmod +x */*/*; echo tried", work)
+    assert "the sandbox moved sub" in result and "which this command made" in result, result
+    if persons:
+        persons_next_git(persons, mark)
+
+
+@pytest.mark.parametrize("turned", [False, True], ids=["the link as it is", "the link turned"])
+def test_a_dot_dot_after_a_link_is_taken_where_the_system_takes_it(tmp_path, turned):
+    # path_resolution(7): ".." after a link is the parent of where the link leads, so
+    # tools/../hooks with tools -> ci/scripts is ci/hooks, not hooks
+    work = workspace_repository(tmp_path)
+    mark = tmp_path / "PWNED"
+    (work / "ci" / "scripts").mkdir(parents=True)
+    (work / "tools").symlink_to("ci/scripts")
+    git(work, "config", "core.hooksPath", "tools/../hooks")
+    where = "x" if turned else "ci"
+    turn = "rm tools && mkdir -p x/y && ln -s x/y tools && " if turned else ""
+    hook = f"{where}/hooks/pre-commit"
+    plant = f"{turn}mkdir {where}/hooks && printf '{HOOK.format(mark=mark)}' > {hook}"
+    result = run(f"{plant} && chmod +x {hook}; echo tried", work)
+    moved_what = "tools" if turned else "ci/hooks"
+    assert f"the sandbox moved {moved_what}, which this command made" in result, result
+    persons_next_git(work, mark)
+
+
+@pytest.mark.parametrize("checked_out", [True, False], ids=["checked out", "after a deinit"])
+def test_a_submodules_own_config_is_judged_checked_out_or_not(tmp_path, checked_out):
+    # gitsubmodules(7): a submodule's repository lives in the superproject's .git/modules/<name>/
+    # and stays there after "git submodule deinit"; "git submodule update" checks it out again,
+    # and its config (core.hooksPath, relative to its work tree) is obeyed there
+    work = workspace_repository(tmp_path)
+    lib = workspace_repository(tmp_path / "lib")
+    mark = tmp_path / "PWNED"
+    allow = ["-c", "protocol.file.allow=always"]
+    assert git(work, *allow, "submodule", "--quiet", "add", str(lib), "sub").returncode == 0
+    git(work, "commit", "-qm", "sub")
+    git(work / "sub", "config", "core.hooksPath", "hk")
+    if not checked_out:
+        git(work, "submodule", "--quiet", "deinit", "-f", "sub")
+    plant = f"mkdir -p sub/hk && printf '{HOOK.format(mark=mark)}' > sub/hk/pre-commit"
+    result = run(f"{plant} && chmod +x sub/hk/pre-commit; echo tried", work)
+    assert "the sandbox moved sub/hk, which this command made" in result, result
+    git(work, *allow, "submodule", "--quiet", "update", "--init")
+    persons_next_git(work / "sub", mark)

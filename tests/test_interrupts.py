@@ -34,6 +34,7 @@ from scripted_server import Hang, Stream, call, history_problem, reply, roles_pr
 
 from agent import SYSTEM_PROMPT
 from realworld import runs
+from realworld.pauses import WHILE_IT_RAN
 
 PERSON = '''
 import importlib.abc, json, os, signal, sys, traceback
@@ -221,7 +222,11 @@ def test_ctrl_c_while_a_command_runs_is_a_short_traceback_and_every_call_is_answ
     traceback_ends_in_the_loop(stderr, script, "run_call(")
     sent = sent_again(server, done, transcript)
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "user"]
-    assert sent[3] == {"role": "tool", "tool_call_id": "c1", "content": "interrupted by the user"}
+    assert sent[3] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": f"interrupted by the user {WHILE_IT_RAN}",
+    }
 
 
 @posix_only

@@ -10,7 +10,7 @@ import pytest
 from conftest import tool_messages
 from scripted_server import Stream, call, reply
 
-from realworld import replies
+from realworld import pauses, replies
 
 
 def test_a_non_function_tool_call_is_answered_not_fatal(loop, server):
@@ -415,7 +415,7 @@ def test_run_interrupted_inside_a_tool_leaves_every_call_answered_and_runs_again
     assert (status, text) == ("answered", "done")
     answers = [(m["tool_call_id"], m["content"]) for m in tool_messages(server.messages(1))]
     assert answers == [
-        ("c1", "interrupted by the user"),
+        ("c1", f"interrupted by the user {pauses.WHILE_IT_RAN}"),  # it began: maybe done
         (calls[1]["id"], "interrupted by the user"),
     ]
     assert len(server.requests) == 2  # the second run's request was accepted: no HTTP 400

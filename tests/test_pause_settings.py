@@ -12,6 +12,8 @@ recorded, is refused in one line naming what to give, whatever else it says (not
 --approve, --reject, at a terminal or not): no request goes to any server, nothing is appended to
 the transcript and nothing runs."""
 
+import fcntl
+
 import pytest
 from conftest import KEY, clean_env, events_of, posix_only
 from scripted_server import ScriptedServer, call, reply
@@ -154,3 +156,26 @@ def test_a_pause_not_sealed_here_is_refused_as_the_transcripts_claim(
     assert "the transcript says this pause ran with other settings (base_url)" in line
     assert other_server.requests == [] and copy.read_bytes() == made.transcript.read_bytes()
     assert not (own / "ran").exists()
+
+
+@posix_only
+def test_a_resume_refused_before_it_goes_on_leaves_the_pause_to_a_bare_approve(
+    agent, server, tmp_path
+):
+    # flock(2): a second agent cannot lock a transcript in use; a bare --approve refused then ran
+    # nothing, so the pause is not gone on from: it was spent, and the next one was told the pause
+    # "was not recorded by this agent here, or was changed since"
+    own = tmp_path / "own"
+    own.mkdir()
+    server.add(reply(tool_calls=[call("run_shell", {"command": "touch ran"}, "c1")]))
+    made = agent("--workdir", str(own), "go")
+    assert made.returncode == 4, made.stderr
+    resume = ["--workdir", str(own), "--resume", str(made.transcript), "--approve"]
+    with open(made.transcript) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        refused = agent(*resume)
+    assert refused.returncode == 2 and "is in use by another agent" in refused.stderr
+    assert not (own / "ran").exists()
+    server.add(reply("done"))
+    went = agent(*resume)
+    assert went.returncode == 0 and (own / "ran").exists(), went.stderr

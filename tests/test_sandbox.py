@@ -123,6 +123,36 @@ def test_the_agents_dotenv_and_transcripts_are_unreadable_inside(sandbox, monkey
     assert KEY not in output and '"secret"' not in output and "t.jsonl" not in output
 
 
+# Every copy of the .env beside it holds keys too: the one in use and others (a commented-out
+# one, another provider's); vim(1) writes "name~" and ".name.swp", nano(1) "name.save", and
+# symlink(7): a .env that is a link is read at its target by that name too.
+COPIES = {
+    ".env.local": lambda project, key: (project / ".env.local").write_text(key),
+    "an editor's .env~": lambda project, key: (project / ".env~").write_text(key),
+    ".env.save": lambda project, key: (project / ".env.save").write_text(key),
+    ".env a link to a file elsewhere": lambda project, key: (
+        (project.parent / f"{project.name}.secret").write_text(key),
+        (project / ".env").symlink_to(project.parent / f"{project.name}.secret"),
+    ),
+}
+
+
+@needs_sandbox
+@pytest.mark.parametrize("copy", list(COPIES))
+def test_every_copy_of_the_agents_dotenv_is_unreadable_inside(sandbox, monkeypatch, tmp_path, copy):
+    project = Path(tempfile.mkdtemp(dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    secret = project.parent / f"{project.name}.secret"
+    COPIES[copy](project, "# OLD_KEY=sk-old-commented-out-000000\n")
+    monkeypatch.setattr(config, "HERE", project)
+    monkeypatch.setattr(config, "RUNS", project / "runs")
+    try:
+        output = tools.run_shell(f"cat {project}/.env* {secret}; echo ran", workdir=tmp_path)
+    finally:
+        shutil.rmtree(project)
+        secret.unlink(missing_ok=True)
+    assert "sk-old-commented-out" not in output and output.endswith("ran\n"), output
+
+
 @needs_sandbox
 def test_the_command_runs_without_the_key_in_its_environment(sandbox, tmp_path, monkeypatch):
     monkeypatch.setenv("AGENT_API_KEY", KEY)

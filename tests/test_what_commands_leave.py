@@ -392,3 +392,66 @@ def test_a_package_marker_moves_nothing_of_the_persons(tmp_path):
     result = run("touch playground/__init__.py && echo done", workspace)
     assert result == "done\n" and not (workspace / ".agent-moved").exists()
     assert (workspace / "playground" / "notes.md").read_text() == "mine\n"
+
+
+# What the command moved of the person's is still theirs: rename(2) keeps an entry's device and
+# inode, link(2) gives the same inode a second name and leaves the first. A folder of the person's
+# a command renames into a repository it plants stays where it went, and only the pieces the
+# command made go; what would still make a repository, a link, an entry renamed into another role
+# (.env) or to where git's configuration points, goes.
+
+
+@sandboxed_only
+@pytest.mark.parametrize("swap", [False, True], ids=["renamed into it", "swapped with hooks/"])
+def test_the_persons_folder_renamed_into_a_planted_repository_stays_theirs(tmp_path, swap):
+    workspace = tmp_path / "work"
+    (workspace / "config").mkdir(parents=True)
+    (workspace / "config" / "settings.yml").write_text("mine: 1\n")
+    (workspace / "x" / "hooks").mkdir(parents=True)
+    plant = "mkdir -p x/objects x/refs && echo 'ref: refs/heads/m' > x/HEAD && "
+    plant += "mv config t && mv x/hooks x/config && mv t x/hooks" if swap else "mv config x/config"
+    result = run(plant, workspace)
+    assert "the sandbox moved x/HEAD, x/objects, x/refs, which this command made" in result, result
+    said = "x/config, x/hooks" if swap else "x/config"
+    assert f"this command moved configuration to {said}" in result
+    mine = workspace / "x" / ("hooks" if swap else "config") / "settings.yml"
+    assert mine.read_text() == "mine: 1\n"
+    assert not is_git_dir({p.name.lower() for p in (workspace / "x").iterdir()})
+
+
+@sandboxed_only
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "ln data/config x/config",
+        "mkdir x && mv data/config x/config && mv data/HEAD x/HEAD && mv objects x/ && mv refs x/",
+        "mv data/config .env",
+    ],
+    ids=["a hard link", "every piece the person's, together", "renamed into another role"],
+)
+def test_what_would_still_be_obeyed_of_the_persons_goes(tmp_path, plant):
+    workspace = tmp_path / "work"
+    (workspace / "data").mkdir(parents=True)
+    (workspace / "data" / "config").write_text("[core]\n\tfsmonitor = touch PWNED\n")
+    (workspace / "data" / "HEAD").write_text("ref: refs/heads/m\n")
+    (workspace / "objects").mkdir()
+    (workspace / "refs").mkdir()
+    decoy = "mkdir -p x/objects x/refs && echo 'ref: refs/heads/m' > x/HEAD"
+    result = run(plant if "HEAD" in plant else f"{decoy} && {plant}", workspace)
+    assert "the sandbox moved " in result and "which this command made" in result, result
+    assert not (workspace / ".env").exists() and not (workspace / "x" / "config").exists()
+    assert not is_git_dir({p.name.lower() for p in (workspace / "x").iterdir()})
+
+
+@sandboxed_only
+def test_the_persons_folder_renamed_to_where_git_points_goes(tmp_path):
+    # core.hooksPath names hooks/, not made yet; the person's old/hooks/ is an ordinary folder
+    workspace = tmp_path / "work"
+    person_repository(workspace)
+    subprocess.run(["git", "-C", str(workspace), "config", "core.hooksPath", "hooks"], check=True)
+    (workspace / "old" / "hooks").mkdir(parents=True)
+    (workspace / "old" / "hooks" / "README").write_text("mine\n")
+    plant = "printf '#!/bin/sh\\ntouch PWNED\\n' > old/hooks/pre-commit && mv old/hooks hooks"
+    result = run(f"{plant} && chmod +x hooks/pre-commit", workspace)
+    assert "the sandbox moved hooks, which this command made" in result, result
+    assert not (workspace / "hooks").exists()

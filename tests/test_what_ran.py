@@ -10,6 +10,7 @@ The interruptions are real: pdb driven over a pipe, and a signal the agent's pro
 from a trace function (a debugger's hook, as pdb's is) at a given line, with the command line's
 own handlers in place."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -17,8 +18,20 @@ from pathlib import Path
 
 import forkserver
 import pytest
-from conftest import AGENT, KEY, ROOT, clean_env, events_of, pdb_replay, posix_only
+from conftest import (
+    AGENT,
+    KEY,
+    ROOT,
+    clean_env,
+    events_of,
+    open_fifo,
+    pdb_replay,
+    posix_only,
+    read_fifo,
+)
 from scripted_server import call, reply
+
+from realworld.pauses import WHILE_IT_RAN
 
 TOOLS = ROOT / "tools.py"
 LESSON_02 = ROOT / "examples" / "lesson-02.jsonl"
@@ -180,3 +193,36 @@ def test_an_approved_call_that_ran_before_an_interruption_is_recorded_as_it_ran(
     (result,) = results(events, "c1")
     assert (result["ok"], result["content"]) == (True, "(no output)"), done.stderr
     assert (agent.workdir / "ran").read_text() == "hi\n" and len(server.requests) == 1
+
+
+@posix_only
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_command_stopped_while_it_ran_is_recorded_as_begun_and_the_calls_after_as_not(
+    agent, server, how
+):
+    # signal(7): the agent's handlers run between two of Python's instructions, here while it
+    # waits for the command; the command began (it wrote "started"), the call after it never did
+    agent.workdir.mkdir()
+    fd = open_fifo(agent.workdir / "started")
+    command = "echo started >started; sleep 600; touch finished"
+    then = call("write_file", {"path": "after.txt", "content": "x"}, "c2")
+    server.add(reply(tool_calls=[call("run_shell", {"command": command}, "c1"), then]))
+    process, transcript = agent.start("--yes", "go")
+    assert read_fifo(fd, until_eof=False) == b"started\n"
+    os.close(fd)
+    process.send_signal(getattr(signal, how))
+    process.communicate(timeout=60)
+    events = events_of(transcript)
+    (began,) = results(events, "c1")
+    assert began["ok"] is False and began["content"].endswith(WHILE_IT_RAN), began
+    (never,) = results(events, "c2")
+    assert WHILE_IT_RAN not in never["content"] and not (agent.workdir / "after.txt").exists()
+    # what the model reads on --resume: the command began, and may have done its work
+    server.add(reply("checked"))
+    went = agent("--resume", str(transcript), "what now")
+    sent = {m.get("tool_call_id"): m["content"] for m in server.messages(1) if m["role"] == "tool"}
+    assert (
+        went.returncode == 0
+        and sent["c1"].endswith(WHILE_IT_RAN)
+        and sent["c2"] == never["content"]
+    )

@@ -71,6 +71,11 @@ MEMBERS = {
         lambda w, h: xdg(h, f'[diff "pic"]\n\tcommand = {w}/bin/picdiff\n'),
         "bin/picdiff",
     ),
+    # sh reads the value (POSIX sh 2.2 Quoting): a quoted path with a space is one path
+    "an alias's quoted program with a space in it": (
+        lambda w, h: local(w, "alias.lint", "!'./dev tools/lint.sh' --fix"),
+        "dev tools/lint.sh",
+    ),
 }
 
 
