@@ -1,4 +1,4 @@
-# ruff: noqa: RUF001, RUF003 -- markup and words in other scripts: fullwidth colons, DeepSeek bars
+# ruff: noqa: RUF003 -- markup and words in other scripts: fullwidth colons, DeepSeek bars
 """How model families write tool calls and thinking as text, and how the agent reads them back.
 
 When a server has no parser for a model (vLLM without --tool-call-parser, llama.cpp without --jinja,
@@ -268,13 +268,20 @@ def reasoning_of(message) -> str:
 
 B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as models also write it
 
-# Markup around and between payloads: special tokens (<|...|>, DeepSeek's <｜...｜>), tags
-# without attributes (<tool_call>, </invoke>, <minimax:tool_call>, <｜DSML｜function_calls>),
+# The names of the tags formats wrap calls in (<tool_call>, <minimax:tool_call>, <TOOLCALL>,
+# <invoke>, <parameter>, <arg_key>, <function_calls>, <start_function_call>): any other tag (<p>,
+# <reply>, <li>) is the text's own, neither read past nor taken out of the content.
+CALL_TAG = Pattern(
+    r"(?:[A-Za-z][\w.-]{0,30}:)?[\w.-]{0,30}(?i:tool|func|call|invoke|param|arg_)[\w.-]{0,30}"
+)
+
+# Markup around and between payloads: special tokens (<|...|>, DeepSeek's <｜...｜>), the tags
+# CALL_TAG names, without attributes (<tool_call>, </invoke>, <｜DSML｜function_calls>),
 # Mistral's bracket tokens, list brackets and separators, and the words that special tokens
 # leave behind when a server strips them (harmony's, DeepSeek V3's "function").
 TOKEN = (
     rf"<{B}[^<>\n]{{0,64}}?{B}>"
-    rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?[A-Za-z_][\w:.-]{{0,64}}>"
+    rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?(?:{CALL_TAG.pattern})>"
     r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:|Action:\s*```(?:json)?"  # Command R
     r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|\u273f[A-Z_]{1,30}\u273f:?|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
@@ -556,587 +563,95 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 
 
 # --- Calls and mentions --------------------------------------------------------------------------
-# A payload is a call only where it stands as one (mention() says where it does not):
-# - its place: outside code (fences that do not say they are a call, `inline`, indented, <pre>,
-#   <code>, rST blocks), quotations (a quotation mark or bracket open before it, on its line or
-#   across lines; a blockquote), list items and table rows, and not inside a sentence (prose before
-#   it on its line that ends no sentence, or prose after it on its line but for a new sentence after
-#   a closing token); not after thinking it did not start with;
-# - who acts, and when: nothing before it on its line or the line before but markup, a word or two
-#   ("Sure.", "好的。"), a plan ("Here is my plan:" above a list), or a sentence in which the
-#   model announces its own next step ("Let me look:", "I'll read it.", "让我看看：");
-#   never one that vetoes() (another actor, a past action, a condition, a denial, an example, a
-#   demonstration, a heading); between calls, any sentence but those;
-# - what follows: when the reply goes on after its last call, nothing that vetoes, and no question
-#   or condition for the person;
-# - what it repeats: no call that a tool result or the person's message of the conversation holds,
-#   no call already made unless the model says it runs it once more, and none at all when the
-#   person asked to see a call, or that nothing run or change (keeps_from_running()).
-# The words each rule reads are in CUES, below.
+# A payload is a call only where it stands as one, by structure alone (no words are read): a reply
+# that calls a tool ends with its call, since the model waits for the result. So only the last run
+# of calls after the thinking can be calls, with nothing after it but markup, and none of them
+# inside something that holds it (contained()): code (but a fence that is the whole reply or says
+# it is a call), a quotation, a list item or a table row, a diff line, a triple-quoted string, an
+# element that is not call markup, or a sentence. Nor is a call one that copies a call of the
+# person's message or of a tool result (echoes()). What this costs: an example standing alone at
+# the end of a reply is read as a call, and one that could change anything waits for a yes.
 LIST_ITEM = Pattern(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
-CODE_TAGS = Pattern(r"</?(?:pre|code|tt|samp|kbd|blockquote|q|example|quote)\b", re.I)
 COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
 SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
-# --- The words the rules read: one table, every language the project's users write -------------
-# Each rule that reads words takes them from CUES, a row per language and a column per rule;
-# tests/test_who_acts.py checks every rule in every language. What no row recognises is text:
-# a language missing from the table fails safe (no announcement is read, so nothing runs).
-# Entries are regular expressions. Rows of languages written with spaces are matched as whole
-# words (\b on both sides); Chinese, Japanese and Korean rows are matched anywhere.
-#   announces  the model's own next step, first person, present or future ("I'll", "我来")
-#   next       an adverb of sequence ("Now", "First", "现在"): it announces where nothing in its
-#              line vetoes
-#   affirms    a word or two that says nothing of what follows ("Sure.", "好的。")
-#   presents   presents what follows ("Here is"): a call only when it also announces
-#   shows      shows, quotes, explains or imagines what follows ("show", "would"): never a call
-#   examples   names it an example or a reference: never a call
-#   topics     a format, a syntax, a template: what follows is one, unless the model announces
-#              its own step ("Let me check the config format:")
-#   plans      introduces the model's own plan ("Here is my plan:")
-#   describes  says what something contains or looks like: a mention, unless the model
-#              announces its own step ("Let me see what the file contains:")
-#   another    another actor acts: the model, an assistant, a named model family, a role label
-#   past       the action is done already ("I ran", "我运行了"): a recap
-#   condition  the action waits on something ("If the tests fail, I'll run:", "once you confirm")
-#   negation   the model says it will not ("I won't run it")
-#   again      the model runs a call it made before once more ("Let me run the tests again:")
-#   call       the person's word for a tool call
-#   see        the person asks to see one ("show", "look like"): with call, a veto
-#   keep       the person asks that nothing run or change ("don't run", "不要修改"): a veto
-CUES = {
-    "en": {
-        "announces": r"let me(?! know)|let's|let us|i'll|i will|i'm going to|i am going to|"
-        r"i (?:first |now )?(?:need|want|have) to|i'd like to|(?:the )?first step is|"
-        r"using the \w+ tool|i shall|i'm now|i should|i can|i'd be happy|happy to help|"
-        r"we (?:first )?need to|we'll|"
-        r"we will|we should|now i|next,? i|first,? i|then i|this will|that will|"
-        r"(?:reading|writing|running|checking|creating|looking|opening|listing|executing|"
-        r"searching|saving|updating|editing|testing|installing|inspecting|calling|trying|"
-        r"starting|fixing|reviewing|examining|verifying|viewing|loading|fetching|making|adding|"
-        r"removing|deleting)",
-        # "Now run it.", "First, the file."
-        "next": r"^\W*(?:first|next|then|now|finally)(?! time)",
-        "affirms": r"sure|ok|okay|alright|all right|done|got it|certainly|of course|great|good|"
-        r"right|yes",
-        "presents": r"here is|here's|here are|here it is|below is|give you",
-        "shows": r"show\w*|quot(?:e|es|ed|ing) (?:it|this|that|from|the (?:docs|readme|manual))|"
-        r"pasted|demonstrat\w*|illustrat\w*|would|walk (?:you )?through|explain\w*|"
-        r"break (?:it|this) down|teach\w*|introduc\w*|present(?:ing|s)?|describ\w*|anatomy|"
-        r"\w+'d (?:describe|write|make|run|call|use|do|look|send|say)",
-        "examples": r"for example|for instance|e\.g\.|examples|example(?!\s+[a-z])|"
-        r"an? example(?! (?:file|script|project|config|app|program|module|folder|directory)\b)|"
-        r"like this|like so|such as|sample|for reference|is how|are how|this way|typical|"
-        r"written as",
-        "topics": r"formats?|syntax|template|schema",
-        "plans": r"(?:my plan|the plan|plan|my steps|the steps)\s*[:：]",
-        "describes": r"looks? like|contains?|says",
-        "another": r"the (?:model|assistant|llm|bot)(?= \w+s\b| (?:then|now|will|would|might|"
-        r"may|can|could|should)\b|\s*[:：]|'s)|you'd need|you would need|"
-        r"you'll need|(?:it|he|she|they|the (?:agent|user|server|client|loop|"
-        r"parser)) (?:then )?(?:writes|outputs|emits|returns|sends|produces|generates|replies|"
-        r"responds|answers|says|calls|runs|sees|types|gets)|\w+ (?:outputs|emits|generates|"
-        r"produces|responds|replies)|(?:assistant|model|output|response|ai)\s*:|"
-        r"you (?:can|could|should|may|might|need to|have to|will need to) (?:run|execute|use|"
-        r"try|paste|type)|yourself|(?:steps?|commands?) for you|for you to run|"
-        r"leave (?:\w+ ){0,2}(?:for|to) you",
-        "past": r"i (?:ran|wrote|did|executed|created|called|invoked|used|typed|sent|edited|saved|"
-        r"changed)|(?:i've|i have|i had|we've|we have)(?: already| just)? (?:run|written|done|"
-        r"executed|created|called|invoked|used|typed|sent|edited|saved|changed|made)|"
-        r"(?:was|were) (?:run|written|executed|called)|(?:the old|the previous) \w+ (?:did|ran|"
-        r"had)",
-        "condition": r"^\W*(?:if|when|whenever|unless|in case|should)|"
-        r"if you (?:want|like|wish|prefer|'d like|agree|confirm|approve)|once you|"
-        r"(?:after|when) you (?:confirm|approve|agree)|wait for your|"
-        r"let me know (?:and|before|whether|if (?:i should|it's|that's|this is|you want me to|"
-        r"you'd like me to))|your (?:confirmation|approval|ok|go-ahead|permission|review)|"
-        r"(?:so|for) you (?:can|to) review|review it before|before (?:you )?approv\w*|"
-        r"shall i|do you want me|want me to|if (?:that's|it's|this is) (?:ok|okay|fine|alright)",
-        "negation": r"(?:i|we) (?:will|shall|would|am|'m|are|do|did|can) not|(?:i|we) (?:won't|"
-        r"don't|didn't|can't|cannot|shouldn't|wouldn't)|(?:i'm|i am|we're) not going to|"
-        r"(?:i|we)(?:'ll| will) never|not (?:run|execute|write|call) (?:it|this|that)",
-        "again": r"again|once more|re-?run|one more time|"
-        r"to (?:verify|confirm|check|make sure|ensure)",
-        # the tool's call, not one in the person's code ("every function call in config.py",
-        # "the call to parse()")
-        "call": r"tool[ _-]?calls?|json for|\w+_\w+ calls?|function[ _-]?calls?(?! in\b)|"
-        r"(?:the|a|your) call(?! to \w+\()",
-        "see": r"show|look like|looks like|example|give me|write out",
-        # the whole object: "anything", "it", "any commands", then the clause ends ("anything
-        # else", "anything in /etc", "anything destructive" is a narrow ask)
-        "keep": r"(?:don't|do not|never) (?:change|modify|touch|write|edit|alter) (?:anything|any "
-        r"files?|a thing)(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b|please\b))|"
-        r"change nothing|do(?:n't| not) make any changes|dont (?:run|change|modify|touch)|"
-        r"(?:don't|do not) run (?:any )?commands|read-only|"
-        r"touch nothing|without (?:changing|touching|writing|running) anything|without (?:running|"
-        r"executing) it|(?:don't|do not|never) (?:actually )?(?:run|execute) (?:it|this|that|"
-        r"anything|any (?:commands?|tools?|calls?))(?=\s*(?:[,.;:!?)]|$|yet\b|at all\b|for now\b))|"
-        r"dry run only|(?:just|only) a dry run|as a dry run|(?:don't|do not) actually|"
-        r"make no changes(?! to)|no changes(?! to)|no execution|(?:only|just) (?:a |the )?plan"
-        r"(?:;|,|\.|$)|plan only|without executing|(?:just|only) (?:explain|describe)|explain only",
-    },
-    "zh": {
-        "announces": r"让我|我来|我将|我会|我先|我要|我需要|我看|我查|我读|我试|我再|需要先|"
-        r"先看|先读|下面我|我们(?:先|来|现在)|(?:首先|先|现在|接下来|然后)(?:来)?(?:查看|读取|运行|执行|"
-        r"检查|创建|写入|看一下|跑)",
-        "next": r"现在|接下来|首先|然后|这就|马上|立即|立刻|第.步",
-        "affirms": r"好的|好|行|可以|没问题|收到|明白|了解",
-        "presents": r"下面是|以下是|这是",
-        "shows": r"展示|演示|示范|给你看|讲解|解释|带你|介绍|说明一下|讲一下|教你",
-        "examples": r"例如|比如|譬如|示例|例子|举例|样例|範例|如下|这样|这种|长这样|写法|形如|"
-        r"就是",
-        "topics": r"格式|模板|参考|以上|上面|语法",
-        "plans": r"计划|步骤",
-        "describes": r"内容|包含",
-        "another": r"模型|助手|它(?:会)?(?:输出|写|返回|生成|调用)|解析器|输出[:：]|回复[:：]|"
-        r"(?:代理|智能体|用户|程序|系统)(?:会|将|可以|需要|再)?(?:调用|输出|返回|发送|看到|输入|运行|执行|得到)|"
-        r"你可以|您可以|你自己",
-        "past": r"(?:运行|执行|写入?|调用|创建|读取?|修改|跑)(?:过|了)|我已经|刚才|刚刚",
-        "condition": r"如果|要是|假如|万一|一旦|的话|确认后|同意后|等你|你确认|需要的话|要我|"
-        r"可以吗|好吗|是否",
-        "negation": r"我不会|我不|不会(?:运行|执行|写)|我没有|不打算",
-        "again": r"再|重新|验证|确认一下|确保",
-        "call": r"调用",
-        "see": r"什么样|怎么写|格式|示例|例子|显示|给我看|只显示|不要执行|别执行",
-        "keep": r"(?:不要|别|请勿|勿)(?:修改|改动|改|动|运行|执行)任何(?:东西|文件|内容|事|地方|"
-        r"代码|命令)?(?![\u4e00-\u9fff])|(?:不要|别)(?:运行|执行|修改)(?=[，。,.！!]|$)|"
-        r"(?:不要|别)(?:运行|执行)这个命令|不(?:要)?(?:改动?|修改|动)任何(?:东西|文件|内容)?"
-        r"(?![\u4e00-\u9fff])|不(?:要)?做任何(?:修改|改动)|(?:不要|别)(?:运行|执行)(?:它|这个)"
-        r"(?![\u4e00-\u9fff])|只(?:给我)?(?:方案|计划|解释|说明)",
-    },
-    "ja": {
-        "announces": r"(?<!い)(?<!あり)ます|ましょう",
-        "next": r"まず|次に",
-        "affirms": r"はい|わかりました",
-        "presents": r"以下は|これは|これが",
-        "shows": r"示します|見せ|説明|紹介",
-        "examples": r"例えば|例を|の例|以下のよう|このよう",
-        "topics": r"形式|書式|書き方|記法",
-        "plans": r"手順|計画",
-        "describes": r"の内容|含まれ|含む",
-        "another": r"モデル|アシスタント|出力[:：]|あなたが|ご自身|ユーザー|利用者",
-        "past": r"ました|でした",
-        "condition": r"もし|なら[、,]|たら[、,]|場合は|よろしければ|確認後|ご確認|いいですか|"
-        r"しましょうか",
-        "negation": r"しません|ません|しないつもり",
-        "again": r"もう一度|再度|再び",
-        "call": r"呼び出し",
-        "see": r"見せ|どのよう|どんな|例",
-        "keep": r"何も(?:変更|実行|書き換え)し(?:ない|ません)|何も(?:変更|実行)せず|何も触らないで|"
-        r"ファイル(?:に|には)?触らないで|(?:^|[、。,.\s])(?:実行|変更)(?:は)?しないで|説明だけ|"
-        r"説明のみ",
-    },
-    "ko": {
-        "announces": r"겠습니다|할게요|볼게요|보겠|하겠",
-        "next": r"먼저|이제|다음으로",
-        "affirms": r"네|알겠습니다",
-        "presents": r"다음은|이것은",
-        "shows": r"보여|설명|알려드리|소개",
-        "examples": r"예를|예시|다음과",
-        "topics": r"형식|방식|문법",
-        "plans": r"계획",
-        "describes": r"내용|포함",
-        "another": r"모델|어시스턴트|출력[:：]|직접|사용자",
-        "past": r"했습니다|했어요|었습니다|았습니다",
-        "condition": r"만약|(?:하|으)면[ ,]|경우에|원하시면|확인 후|괜찮으시면|할까요",
-        "negation": r"않겠|않을|안 할|하지 않",
-        "again": r"다시|한 번 더",
-        "call": r"호출",
-        "see": r"보여|어떻게|예시",
-        "keep": r"아무것도 (?:바꾸지|수정하지|변경하지|건드리지|실행하지) 마|"
-        r"(?:^|[,.]\s*)실행하지 마|설명만",
-    },
-    "fr": {
-        "announces": r"je vais|laissez-moi|laisse-moi|voyons|"
-        r"je (?:lis|écris|lance|exécute|vérifie|regarde|ouvre|crée)",
-        "next": r"maintenant|d'abord|tout d'abord|ensuite|puis",
-        "affirms": r"d'accord|bien|oui",
-        "presents": r"voici|voilà",
-        "shows": r"montr\w*|expliqu\w*|cit\w*|présent\w*|décri\w*|enseign\w*|serait",
-        "examples": r"par exemple|exemple|comme ceci",
-        "topics": r"formats?|syntaxe|modèle de",
-        "plans": r"mon plan|le plan|plan\s*[:：]",
-        "describes": r"ressemble|ainsi|contient",
-        "another": r"le modèle|l['’]assistant|il (?:écrit|renvoie|produit|génère|répond)|"
-        r"tu peux|vous pouvez|toi-même|vous-même|l['’]utilisateur",
-        "past": r"j['’]ai (?!besoin|envie)\w+|nous avons \w+é",
-        "condition": r"^\W*(?:si|s'il|quand|lorsque|au cas où|une fois)|si tu veux|si vous voulez|"
-        r"si vous le souhaitez|une fois que tu|après ta confirmation|dis-moi|voulez-vous|veux-tu",
-        "negation": r"ne (?:vais|vas|va|le|l['’]\w+|\w+) pas|je ne|n['’]\w+ pas",
-        "again": r"encore|de nouveau|à nouveau",
-        "call": r"appels?",
-        "see": r"montre\w*|ressemble|exemple",
-        "keep": r"ne (?:change|modifie|touche|lance|exécute|écris) rien"
-        r"(?! (?:à|au|aux|dans|de|d['’]))|ne touche à rien|"
-        r"aucune modification(?! (?:des|du|de|aux?|dans|à)\b)|"
-        r"aucun changement(?! (?:des|du|de|aux?|dans|à)\b)|explique seulement|juste expliquer|"
-        r"sans rien (?:changer|modifier|exécuter)|sans l['’]exécuter|"
-        r"ne l['’](?:exécute|lance) pas|aucune commande",
-    },
-    "es": {
-        "announces": r"voy a|déjame|vamos a|"
-        r"(?:^\W*|yo |ahora |primero |luego )(?:reviso|leo|escribo|ejecuto|abro|compruebo|miro)",
-        "next": r"ahora|primero|luego|después",
-        "affirms": r"claro|vale|bien|sí",
-        "presents": r"aquí",
-        "shows": r"mostr\w*|muestr\w*|explic\w*|cit\w*|enseñ\w*|present\w*|describ\w*|"
-        r"sería|cómo se escribe",
-        "examples": r"por ejemplo|ejemplo",
-        "topics": r"formatos?|sintaxis|plantilla",
-        "plans": r"mi plan|el plan|plan\s*[:：]",
-        "describes": r"así|contiene|el primero es|la primera es",
-        "another": r"el modelo|el asistente|puedes|usted puede|tú mismo|el usuario",
-        "past": r"(?:he|hemos|había) \w+(?:ado|ido)|ejecuté|escribí|corrí|hice|usé|creé",
-        "condition": r"^\W*(?:si|cuando|en caso de|una vez)|si quieres|si lo deseas|"
-        r"cuando confirmes|dime si|quieres que",
-        "negation": r"no (?:lo |la )?(?:voy|vamos|ejecut\w*|escrib\w*|corr\w*|har\w*)",
-        "again": r"de nuevo|otra vez|nuevamente",
-        "call": r"llamadas?",
-        "see": r"muestra\w*|cómo (?:es|se ve)|ejemplo",
-        "keep": r"no (?:cambies|modifiques|toques|ejecutes|escribas) nada|"
-        r"ningún cambio(?! en\b| a\b| de\b)|sin (?:cambiar|ejecutar|tocar) nada|no lo ejecutes|"
-        r"ningún comando|solo explic\w*",
-    },
-    "de": {
-        "announces": r"ich werde|werde ich|lass mich|"
-        r"(?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte) ich|"
-        r"ich (?:lese|schreibe|führe|prüfe|öffne|erstelle|schaue|starte)",
-        "next": r"jetzt|nun|zuerst|zunächst|dann",
-        "affirms": r"gut|klar|ja",
-        "presents": r"hier ist|hier sind",
-        "shows": r"zeig\w*|erklär\w*|zitier\w*|würde|bei(?:zu)?bringen|vorstell\w*|"
-        r"beschreib\w*|aussieht|aussehen|wäre",
-        "examples": r"zum beispiel|beispiel\w*",
-        "topics": r"formate?|syntax|vorlage",
-        "plans": r"mein plan|der plan|plan\s*[:：]",
-        "describes": r"sieht (?:\w+ )?so aus|enthält|so schreibt",
-        "another": r"das modell|der assistent|es (?:schreibt|gibt|erzeugt|antwortet)|du kannst|"
-        r"sie können|selbst|der (?:nutzer|benutzer)",
-        "past": r"ich habe|ich hatte|wir haben|habe ich|hatte ich",
-        "condition": r"^\W*(?:wenn|falls|sobald|sofern)|wenn du willst|wenn sie möchten|"
-        r"sobald du bestätigst|sag mir|soll ich",
-        "negation": r"werde (?:\w+ )?nicht|nicht (?:aus|ausführen|schreiben)",
-        "again": r"erneut|nochmal|noch einmal|wieder",
-        "call": r"aufruf(?:s|e)?|funktionsaufruf\w*|toolaufruf\w*",
-        "see": r"zeig\w*|sieht|aussieht|beispiel",
-        "keep": r"ändere nichts(?! an\b| am\b| in\b)|nichts (?:ändern|anfassen|ausführen)|"
-        r"keine dateien anfassen|keine änderungen?(?! an\b| am\b| in\b| zu\b)|"
-        r"führ\w* (?:es |ihn |das )?nicht aus|^\W*nicht ausführen|keine befehle|nur erklären",
-    },
-    "pt": {
-        "announces": r"vou|deixe-me|deixa eu|vamos|"
-        r"(?:^\W*|eu |agora |primeiro )(?:leio|escrevo|executo|abro|verifico)",
-        "next": r"agora|primeiro|depois|então",
-        "affirms": r"claro|certo|sim",
-        "presents": r"aqui está|aqui estão",
-        "shows": r"mostr\w*|explic\w*|cit\w*|veja|ficaria|seria|descrev\w*|apresent\w*|ensin\w*",
-        "examples": r"por exemplo|exemplo",
-        "topics": r"formatos?|sintaxe|modelo de",
-        "plans": r"meu plano|o plano|plano\s*[:：]",
-        "describes": r"assim|contém",
-        "another": r"o modelo|o assistente|você pode|você mesmo|o usuário",
-        "past": r"executei|escrevi|rodei|fiz|criei|usei|chamei",
-        "condition": r"^\W*(?:se|quando|caso)|se quiser|se você quiser|quando confirmar|"
-        r"me diga se|quer que eu",
-        "negation": r"não (?:vou|vamos|execut\w*|escrev\w*|rod\w*|far\w*)",
-        "again": r"de novo|novamente|outra vez",
-        "call": r"chamadas?",
-        "see": r"mostr\w*|como (?:é|fica)|exemplo",
-        "keep": r"não (?:altere|mude|modifique|mexa|toque|execute|rode|escreva) (?:nada|em nada)|"
-        r"não mexa(?=[,.!]|$)|sem (?:alterar|executar|mudar) nada|não o execute|nenhum comando|"
-        r"(?:só|apenas) expli\w*",
-    },
-    "it": {
-        "announces": r"lascia(?:temi)? che|\w+erò|\w+irò|\w+arò|"
-        r"(?:^\W*|io |ora |adesso |prima )(?:leggo|scrivo|eseguo|controllo|apro|creo|lancio|"
-        r"verifico|guardo)",
-        "next": r"ora|adesso|prima|poi",
-        "affirms": r"certo|va bene|sì",
-        "presents": r"ecco",
-        "shows": r"mostr\w*|spieg\w*|cit\w*|faccio vedere|far vedere|illustr\w*|present\w*|"
-        r"descriv\w*|insegn\w*|sarebbe",
-        "examples": r"per esempio|esempio",
-        "topics": r"formato|formati|sintassi|modello di",
-        "plans": r"il mio piano|il piano|piano\s*[:：]",
-        "describes": r"così|contiene",
-        "another": r"il modello|l['’]assistente|puoi|tu stesso|l['’]utente",
-        "past": r"ho (?:eseguito|scritto|fatto|lanciato|creato|usato|chiamato)|"
-        r"abbiamo \w+(?:ato|uto|ito)|\w+(?:ava|eva|iva)",
-        "condition": r"^\W*(?:se|quando|nel caso|una volta)|se vuoi|se desideri|quando confermi|"
-        r"dimmi se|vuoi che",
-        "negation": r"non (?:lo |la )?(?:eseguir\w*|scriver\w*|far\w*|lancer\w*|vado)",
-        "again": r"di nuovo|ancora|nuovamente",
-        "call": r"chiamat[ae]",
-        "see": r"mostr\w*|come (?:è|appare)|esempio",
-        "keep": r"non (?:modificare|cambiare|toccare|eseguire|scrivere) (?:niente|nulla)|"
-        r"lascia stare (?:tutto|i file)|lascia stare(?=[,.!]|$)|senza (?:modificare|eseguire|"
-        r"toccare) (?:niente|nulla)|non eseguirl[oa]|nessun comando|solo spiega\w*",
-    },
-    "nl": {
-        "announces": r"ik ga|laat me|ik zal|"
-        r"ik (?:lees|schrijf|voer|open|maak|kijk|controleer|start)",
-        "next": r"nu|eerst|dan|daarna",
-        "affirms": r"goed|prima|ja",
-        "presents": r"hier is",
-        "shows": r"toon\w*|laat zien|uitleg\w*|zie je|laat .{0,20}zien|beschrijf\w*|eruitziet|zou",
-        "examples": r"bijvoorbeeld|voorbeeld",
-        "topics": r"formaat|syntaxis|sjabloon",
-        "plans": r"mijn plan|het plan|plan\s*[:：]",
-        "describes": r"ziet er (?:\w+ )?zo uit|bevat",
-        "another": r"het model|de assistent|je kunt|u kunt|zelf|de gebruiker",
-        "past": r"ik heb|ik had|we hebben|heb ik",
-        "condition": r"^\W*(?:als|wanneer|indien|zodra)|als je wilt|zodra je bevestigt|"
-        r"laat (?:me|maar) weten|zal ik",
-        "negation": r"ga (?:\w+ )?niet|niet (?:uit|uitvoeren|schrijven)",
-        "again": r"opnieuw|nog een keer|weer",
-        "call": r"aanroep\w*",
-        "see": r"toon|laat .{0,20}zien|ziet|voorbeeld",
-        "keep": r"verander niets|niets (?:veranderen|aanpassen|uitvoeren)|pas niets aan|"
-        r"raak niets aan|voer (?:het )?niet uit|^\W*niet uitvoeren|alleen uitleggen",
-    },
-    "ru": {
-        "announces": r"давайте|я (?:\w+у|\w+ю)|посмотрю|прочитаю|проверю|запущу|читаю|"
-        r"запускаю|посмотрим|проверим|запустим|прочитаем",
-        "next": r"сейчас|сначала|теперь|затем|потом",
-        "affirms": r"хорошо|ладно|понял|да",
-        "presents": r"вот",
-        "shows": r"показ\w*|покаж\w*|объясн\w*|цитир\w*|опиш\w*|описыва\w*|научу|"
-        r"представлю|был бы|было бы",
-        "examples": r"например|пример\w*|образец",
-        "topics": r"формат\w*|синтаксис|шаблон\w*",
-        "plans": r"мой план|план\s*[:：]",
-        "describes": r"выглядит|содержит|так",
-        "another": r"модель|ассистент|(?:она|он) (?:пишет|выдаёт|выдает|возвращает)|"
-        r"агент (?:вызывает|пишет|выдаёт)|можешь|можете|сам|пользователь",
-        "past": r"я (?:\w+л|\w+ла)|запустил\w*|выполнил\w*|написал\w*|сделал\w*|создал\w*|"
-        r"вызвал\w*",
-        "condition": r"^\W*(?:если|когда|в случае)|если хотите|если хочешь|после подтверждения|"
-        r"скажите|дайте знать|хотите, чтобы",
-        "negation": r"не (?:буду|стану|запущу|выполню|запускаю)",
-        "again": r"снова|ещё раз|еще раз|заново|повторно",
-        "call": r"вызов\w*",
-        "see": r"покаж\w*|выглядит|пример",
-        "keep": r"ничего не (?:меняй|изменяй|трогай|запускай|пиши|выполняй)|"
-        r"не (?:запускай|выполняй) (?:его|это|ничего)|никаких команд|(?:только|просто) "
-        r"(?:объясни|опиши)",
-    },
-}
-SPACED = ("en", "fr", "es", "de", "pt", "it", "nl", "ru")  # matched as whole words
-# Model families named in a sentence: another model acts (a comparison of formats, a tutorial)
-FAMILY_NAMES = (
-    r"hermes|qwen\w*|kimi|llama|mistral|mixtral|gemma|deepseek|glm|minimax|granite|phi-?\d|"
-    r"gpt-oss|gpt-\d\w*|claude|gemini|jamba|functionary|xlam|lfm\d?|olmo|"
-    r"seed-oss|ernie|hunyuan|gigachat\w*|nemotron|magistral|devstral|codestral|pixtral|harmony|"
-    r"internlm\w*|baichuan|chatglm|smollm\w*|starcoder\w*|falcon|grok|command[- ]r\+?|cohere"
-)
+DIFF_HUNK = Pattern(r"^(?:@@ -\d|--- \S|\+\+\+ \S)", re.M)  # a unified diff's headers
+ELEMENT = Pattern(r"<(/?)([A-Za-z][\w:.-]{0,64})(?:\s[^<>]{0,2000})?(/?)>")
 
 
-# Words for "example" in languages without a row: a mention in them is text all the same
-ELSEWHERE = {
-    "examples": r"przykład|örnek|exempel|contoh|παράδειγμα|příklad|приклад|ví dụ|mfano|esimerkki|"
-    r"उदाहरण|مثال|ตัวอย่าง|למשל|जैसे"
-}
-
-
-def cue(rule: str) -> Pattern:
-    """One pattern for a rule, from its column in every row of CUES."""
-    spaced = "|".join(CUES[lang][rule] for lang in SPACED)
-    other = "|".join([*(CUES[lang][rule] for lang in CUES if lang not in SPACED)])
-    other += f"|{ELSEWHERE[rule]}" if rule in ELSEWHERE else ""
-    return Pattern(rf"(?<!\w)(?:{spaced})(?!\w)|{other}", re.I)
-
-
-ANNOUNCES, NEXT, PRESENTS, SHOWS, EXAMPLES, TOPICS, PLANS, DESCRIBES, PAST, AGAIN = (
-    cue(rule)
-    for rule in (
-        "announces",
-        "next",
-        "presents",
-        "shows",
-        "examples",
-        "topics",
-        "plans",
-        "describes",
-        "past",
-        "again",
-    )
-)
-# the action waits on a condition, or the model says it will not take it
-UNSURE = Pattern(f"{cue('condition').pattern}|{cue('negation').pattern}", re.I)
-# the whole sentence is the word or two, and what follows it is punctuation
-AFFIRMS = Pattern(rf"(?:{'|'.join(row['affirms'] for row in CUES.values())})\W*", re.I)
-# a family's name in prose, not in its markup (<minimax:tool_call>)
-ANOTHER = Pattern(
-    rf"{cue('another').pattern}|(?<![\w<:|/-])(?:{FAMILY_NAMES})(?![\w|>-]|:\w)", re.I
-)
-ASKS_TO_SEE = (cue("call"), cue("see"))
-KEEPS = cue("keep")
-# Structure above a call that makes it part of a document: a heading, a line of bold, an rST
-# directive or literal block
-DOCUMENT_LINE = Pattern(r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$|\.\. [\w-]+::)|.*::\s*$")
-# The scripts the rows are written in: a person's message in none of them cannot be read for a
-# veto, so no call written as text runs (fails safe)
-READ_SCRIPTS = Pattern(r"[A-Za-z\u00c0-\u024f\u0400-\u04ff\u3040-\u30ff\u4e00-\u9fff\uac00-\ud7af]")
-
-
-def mention(text: str, start: int, end: int, outside, last: bool, after_a_call: bool) -> bool:
-    """Whether the call markup at text[start:end] is quoted, by where it stands. last: it is the
-    reply's last call markup; after_a_call: a call of this reply stands before it, and the text
-    between needs only not to introduce an example."""
+def contained(text: str, start: int, end: int, outside) -> bool:
+    """Whether the run of calls at text[start:end] stands inside something that holds it."""
     line_start = text.rfind("\n", 0, start) + 1
-    return quoted_place(text, start, end, line_start, outside) or unannounced(
-        text, start, end, line_start, last, after_a_call
-    )
-
-
-def quoted_place(text: str, start: int, end: int, line_start: int, outside) -> bool:
-    """Whether the markup stands in code, a quotation, a list or a table, or inside a sentence."""
-    line_end = text.find("\n", end, end + 10_000)
-    before, after = text[line_start:start], text[end : line_end if line_end >= 0 else len(text)]
-    above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
+    before = text[line_start:start]
     return (
         not outside(start)
-        or bool(LIST_ITEM.match(text, line_start))
-        or bool(CODE_TAGS.search(text, max(line_start - 200, 0), end))  # <pre>, <code>, ...
-        # inside a sentence, or opened by a quotation mark
-        or (
-            bool(before.strip())
-            and (before.rstrip()[-1] not in SENTENCE_END + COLONS or quotes(before))
-        )
-        # the sentence goes on after it; not after a closing token, which ends the call, with a
-        # new sentence after it (LFM2's "…<|tool_call_end|>Checking the current status.")
-        or (bool(after.strip()) and not MARKUP.fullmatch(after) and not new_sentence(text, end))
+        or in_list(text, line_start)
+        or in_diff(text, line_start, start)
+        or in_quotation(text, line_start, start)
+        or in_element(text, start, end)
+        or (bool(before.strip()) and before.rstrip()[-1] not in SENTENCE_END + COLONS)
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
-        or (not before.strip() and opened_above(above))
-        or open_quotation(text[max(0, line_start - 2000) : line_start])
-        # indented under a list item: part of it
-        or (
-            bool(before)
-            and not before.strip()
-            and bool(LIST_ITEM.match(previous_line(text, line_start)))
-        )
     )
 
 
-CLOSED = Pattern(r"(?:<\|[^<>|\n]{0,40}end[^<>|\n]{0,40}\|>|</[\w:.-]{1,64}>|<[\w:.-]{1,40}\|>)\Z")
-
-
-def new_sentence(text: str, end: int) -> bool:
-    """Whether the markup before text[end] closes with a token and a new sentence starts there."""
-    first = text[end : end + 20].lstrip(" ")[:1]
-    return bool(CLOSED.search(text[max(0, end - 90) : end])) and (
-        first.isupper() or (first.isalpha() and not first.isascii())
-    )
-
-
-def unannounced(
-    text: str, start: int, end: int, line_start: int, last: bool, after_a_call: bool
-) -> bool:
-    """Whether the text next to the markup keeps it from being a call: the text before it on its
-    line, and the line before when its own starts with markup or with it (harmony's preamble), or
-    the list item right above it; and, after the reply's last call, the sentence the reply goes on
-    with, if it vetoes."""
-    before = text[line_start:start].strip()
-    introductions = [before]
-    if not before or TOKEN_START.match(text, line_start):
-        introductions.append(above_list(text, line_start))
-        above = previous_line(text, line_start)  # a list's item right above: "2. It emits:"
-        if LIST_ITEM.match(above) and vetoes(last_sentence(above).strip()):
+def in_list(text: str, line_start: int) -> bool:
+    """Whether the line is a list item or a table row, or is indented under one."""
+    if LIST_ITEM.match(text, line_start):
+        return True
+    at = line_start
+    while at > 0 and text[at : at + 1] in " \t":  # an indented line: the item it goes on
+        at = text.rfind("\n", 0, at - 1) + 1
+        if text[at:].split("\n", 1)[0].strip() and LIST_ITEM.match(text, at):
             return True
-    # a fence above ends a code block: it introduces nothing
-    introductions = [w for w in introductions if w and not FENCE_LINE.fullmatch(w)]
-    if any(not announces(words, after_a_call) for words in introductions):
+    return False
+
+
+def in_diff(text: str, line_start: int, start: int) -> bool:
+    """Whether the line is an added, removed or context line of a diff."""
+    prefix = text[line_start:start]
+    if prefix[:1] in ("+", "-") and not prefix[1:].strip():
         return True
-    going_on = first_sentence(text[end : end + 2000].strip())
-    return (
-        last and bool(going_on) and not MARKUP.fullmatch(going_on) and vetoes(going_on, after=True)
-    )
+    return prefix[:1] == " " and bool(DIFF_HUNK.search(text, 0, line_start))
 
 
-TOKEN_START = Pattern(rf"[ \t]*(?:{TOKEN})")
-
-
-def announces(words: str, lenient: bool, after: bool = False) -> bool:
-    """Whether text next to a call lets it be a call: its sentence announces the model's own next
-    step, or it is a word or two that says nothing of it ("Sure.", "好的。"). lenient (between
-    calls, and a list's item above a call): any sentence that vetoes() nothing. after: the
-    sentence after the reply's last call, which may say what the call will show."""
-    sentence = last_sentence(words).strip()
-    if vetoes(sentence, after):
-        return False
-    if PLANS.search(sentence) or ANNOUNCES.search(sentence):
+def in_quotation(text: str, line_start: int, start: int) -> bool:
+    """Whether a quotation is open before the call: a mark on its line or in its paragraph, a
+    triple-quoted string (a docstring), or a blockquote that the line goes on."""
+    before = text[max(0, start - 100_000) : start]
+    if (before.count('"""') + before.count("'''")) % 2 or quotes(text[line_start:start]):
         return True
-    if NEXT.search(sentence):  # "First:" after "There are two formats." announces nothing
-        return not vetoes(words[-1000:], after)
-    if sentence[-1:] in COLONS or DESCRIBES.search(sentence):
-        return False
-    return lenient or bool(AFFIRMS.fullmatch(sentence))
+    above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
+    return opened_above(above) or open_quotation(before[-2000:])
 
 
-def vetoes(sentence: str, after: bool = False) -> bool:
-    """Whether a sentence makes what follows it a mention, whoever runs it: it names an example or
-    heads a document section; another actor acts ("the model writes", "模型输出", "Hermes:",
-    "you can run"), the action is past ("I ran", "我运行了"), waits on a condition ("If the tests
-    fail", "once you confirm") or is denied ("I won't"); it shows, quotes or explains (but for what
-    a call will show, after it: "This will show which tests fail"); or, unless the model announces
-    its own step, it names a format, says what something contains or presents what follows
-    ("Here is"; but "Here's the file I'll write")."""
-    own = ANNOUNCES.search(sentence) or PLANS.search(sentence)
-    return bool(
-        EXAMPLES.search(sentence)
-        or DOCUMENT_LINE.match(sentence)
-        or ANOTHER.search(sentence)
-        or PAST.search(main_clause(sentence))
-        or UNSURE.search(sentence)
-        or (after and sentence.rstrip()[-1:] in "?？")  # a question to the person waits for them
-        or (SHOWS.search(sentence) and not (after and (own or NEXT.search(sentence))))
-        or (not own and (TOPICS.search(sentence) or DESCRIBES.search(sentence)))
-        or (not own and PRESENTS.search(sentence))
-    )
-
-
-CLAUSE = Pattern(r"[,，;；、]")
-
-
-def main_clause(sentence: str) -> str:
-    """The clause that announces the model's step, and what follows it: a clause before it says
-    what was done ("Now that I've fixed it, let me run the tests"), which makes no recap."""
-    found = ANNOUNCES.search(sentence)
-    if not found:
-        return sentence
-    return sentence[
-        max((m.end() for m in CLAUSE.finditer(sentence, 0, found.start())), default=0) :
-    ]
-
-
-def keeps_from_running(asked: str) -> bool:
-    """Whether the person's last message vetoes every call written as text: it asks to see a call
-    ("what does the call look like", "只显示调用"), or that nothing run or change ("don't change
-    anything", "不要修改"); or it is written in a script no row of CUES reads, so that neither can
-    be known (fails safe)."""
-    call, see = ASKS_TO_SEE
-    if KEEPS.search(asked) or (call.search(asked) and see.search(asked)):
-        return True
-    letters = sum(c.isalpha() for c in asked)
-    return letters >= 4 and len(READ_SCRIPTS.findall(asked)) * 2 < letters
+def in_element(text: str, start: int, end: int) -> bool:
+    """Whether an element that is not call markup opens before the call and closes after it."""
+    opened = []
+    for tag in ELEMENT.finditer(text, max(0, start - 100_000), start):
+        closing, name, empty = tag.groups()
+        if CALL_TAG.fullmatch(name) or empty:
+            continue
+        if not closing:
+            opened.append(name.lower())
+        elif name.lower() in opened:
+            del opened[len(opened) - 1 - opened[::-1].index(name.lower()) :]
+    after = text[end:].lower()
+    return any(f"</{name}>" in after for name in set(opened))
 
 
 PAIRS = [("\u201c", "\u201d"), ("\u300c", "\u300d"), ("\u300e", "\u300f"), ("\u00ab", "\u00bb")]
 
 
 def open_quotation(before: str) -> bool:
-    """Whether the paragraph before a line leaves a quotation open: more “ than ”, 「 than 」,
-    『 than 』, « than », or an odd number of triple quotes (a Python string)."""
+    """Whether the paragraph before a call leaves a quotation open: more “ than ”, 「 than 」,
+    『 than 』, « than »."""
     paragraph = before.rsplit("\n\n", 1)[-1]
-    if (paragraph.count('"""') + paragraph.count("'''")) % 2:
-        return True
     return any(paragraph.count(a) > paragraph.count(b) for a, b in PAIRS)
 
 
 def opened_above(line: str) -> bool:
     """Whether the line above a call opens a quotation around it: it ends with a quotation mark or
-    bracket (a fence is code, read by outside_code()), or it is a blockquote that a lazy
-    continuation line extends (>>> is Functionary's call token)."""
+    bracket, or it is a blockquote that a lazy continuation line extends (>>> is Functionary's)."""
     stripped = line.lstrip()
     if FENCE_LINE.fullmatch(stripped):
         return False
@@ -1149,39 +664,6 @@ def quotes(before: str) -> bool:
     return bool(last) and (unicodedata.category(last) in ("Pi", "Ps") or last in "\"'`")
 
 
-def above_list(text: str, line_start: int) -> str:
-    """The line with text before line_start, or, when that is an item of a list (a plan), the line
-    that introduces the list."""
-    lines = text[max(0, line_start - 2000) : line_start].rstrip().split("\n")
-    while len(lines) > 1 and LIST_ITEM.match(lines[-1]):
-        lines.pop()
-    return lines[-1].strip() if lines else ""
-
-
-def previous_line(text: str, line_start: int) -> str:
-    """The last line with text before line_start, stripped ("" if none in 2,000 characters)."""
-    before = text[max(0, line_start - 2000) : line_start].rstrip()
-    return before.rsplit("\n", 1)[-1].strip()
-
-
-SENTENCE_BREAK = Pattern(r"[.!?\u2026](?=\s)|[\u3002\uff01\uff1f\u061f\u0964]")  # "a.txt" goes on
-
-
-def last_sentence(text: str) -> str:
-    """The last sentence of text (in its last 1,000 characters), its final colon or stop kept."""
-    text = text[-1000:]
-    body = text.rstrip(SENTENCE_END + COLONS + " ")
-    cut = max((m.end() for m in SENTENCE_BREAK.finditer(body)), default=0)
-    return text[cut:]
-
-
-def first_sentence(text: str) -> str:
-    """The first sentence of text (up to 300 characters)."""
-    head = text[:300]
-    cuts = [head.find(mark) for mark in SENTENCE_END + "\n" if mark in head]
-    return head[: min(cuts) + 1] if cuts else head
-
-
 def flat(text: str) -> str:
     """Text compared for quoting: no whitespace, no backslashes, one kind of quote (a call shown
     inside JSON or a Python repr is still that call)."""
@@ -1189,30 +671,23 @@ def flat(text: str) -> str:
 
 
 class Made(str):
-    """A call the conversation made, as the JSON payload it is read in (replies.quoted_texts()):
-    written again, it is a recap, unless the model says it runs it again."""
+    """A call the conversation made (replies.quoted_texts()): written again as text, it is a step
+    like any other, so it is no source a reply quotes."""
 
 
-def quoted_calls(quoted_in, known) -> tuple[list[str], set[str], set[str]]:
-    """What a reply may quote: each source flattened and the calls readable in them, and the calls
-    the conversation made (Made)."""
-    sources = [s for s in quoted_in if any(name in s for name in known)]
-    said, made = set(), set()
-    for source in sources:
-        for n, a, _s, _e in payloads(source, known):
-            (made if isinstance(source, Made) else said).add(json.dumps([n, a], sort_keys=True))
-    return [flat(s) for s in sources if not isinstance(s, Made)], said, made
+def quoted_calls(quoted_in, known) -> tuple[list[str], set[str]]:
+    """What a reply may quote: each source flattened, and the calls readable in them."""
+    sources = [s for s in quoted_in if not isinstance(s, Made) and any(n in s for n in known)]
+    said = {json.dumps([n, a], sort_keys=True) for s in sources for n, a, *_ in payloads(s, known)}
+    return [flat(s) for s in sources], said
 
 
-def echoes(payload: str, name: str, arguments: dict, quoted) -> str | None:
-    """What a payload repeats: "quoted", a tool result or the person's message (the same text, or
-    the same call), or "made", a call the conversation made; None if neither (quoted: from
-    quoted_calls())."""
-    sources, said, made = quoted
+def echoes(payload: str, name: str, arguments: dict, quoted) -> bool:
+    """Whether a payload copies a tool result or the person's message: the same text, or the same
+    call (quoted: from quoted_calls())."""
+    sources, said = quoted
     call = json.dumps([name, arguments], sort_keys=True)
-    if call in said or any(flat(payload) in source for source in sources):
-        return "quoted"
-    return "made" if call in made else None
+    return call in said or any(flat(payload) in source for source in sources)
 
 
 def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
@@ -1245,13 +720,10 @@ def recover_tool_calls(
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
     known: each tool's parameter names. quoted_in: the texts of the conversation a reply may
-    quote (the person's messages, tool results). asked: the person's last message; when it asks
-    to see a call rather than have it run, no call written as text runs. Returns (calls, the
-    content without them and their markup, what happened); ([], content, []) when there are
-    none."""
+    quote (the person's messages, tool results); asked is kept for callers and read by nothing.
+    Returns (calls, the content without them and their markup, what happened); ([], content, [])
+    when there are none."""
     if not any(name in content for name in known):  # a call written as text names its tool
-        return [], content, []
-    if keeps_from_running(asked[:10_000]):
         return [], content, []
     rest = split_thinking(content)[1]
     # where it stands: at the end, or inside a wrapper it came out of (<answer>...</answer>)
@@ -1260,38 +732,48 @@ def recover_tool_calls(
         return [], content, []
     found = payloads(rest, known)
     fences = call_fences(rest, found)  # a fence that says it is a call is no code
-    outside, calls, kept, at, quoted = outside_code(rest, fences), [], [], 0, None
-    found_units = in_fences(units(rest, found), fences)
-    for number, (start, end, found) in enumerate(found_units, 1):
-        if mention(rest, start, end, outside, number == len(found_units), bool(calls)):
-            continue
-        quoted = quoted or quoted_calls(quoted_in, known)
-        repeats = {echoes(rest[s:e], n, a, quoted) for n, a, s, e in found}
-        # a file's call never runs; a recap of a call made runs only where the model says "again"
-        if "quoted" in repeats or ("made" in repeats and not said_again(rest, start)):
-            continue
-        kept.append(rest[at:start])
-        calls += [text_call(name, arguments) for name, arguments, _s, _e in found]
-        at = end
-    if not calls:
+    run = last_run(rest, in_fences(units(rest, found), fences))
+    if not run or contained(rest, run[0][0], run[-1][1], outside_code(rest, fences)):
         return [], content, []
-    kept.append(rest[at:])
-    text = "\n".join(filter(None, map(unwrapped, kept)))
+    quoted = quoted_calls(quoted_in, known)
+    found = [payload for _start, _end, unit in run for payload in unit]
+    if any(echoes(rest[s:e], n, a, quoted) for n, a, s, e in found):
+        return [], content, []
+    calls = [text_call(name, arguments) for name, arguments, _s, _e in found]
+    text = unwrapped(rest[: run[0][0]])
+    return (
+        calls,
+        (content[:offset] + text + content[offset + len(rest) :]).rstrip(),
+        [happened(rest, calls)],
+    )
+
+
+def last_run(text: str, found_units: list[tuple]) -> list[tuple]:
+    """The units at the end of text with nothing between them and after them but call markup:
+    the run of calls a reply ends with, or [] when the reply goes on after its last one."""
+    run, after = [], len(text)
+    for unit in reversed(found_units):
+        if not only_markup(text[unit[1] : after]):
+            break
+        run.insert(0, unit)
+        after = unit[0]
+    return run
+
+
+def only_markup(piece: str) -> bool:
+    """Whether a piece of text between or after calls is call markup and blanks only."""
+    return not piece.strip() or bool(MARKUP.fullmatch(piece))
+
+
+def happened(rest: str, calls: list[dict]) -> str:
+    """The line that says the model wrote calls as text, and how to make the server send them."""
     family = family_of(rest)
     names = ", ".join(c["function"]["name"] for c in calls)
-    happened = (
+    return (
         f"the model wrote {len(calls)} tool call(s) as {family} text ({names}): read as calls, "
         "and each that could change anything waits for your yes (AGENT_TEXT_CALLS); "
         + ("DeepSeek's API sometimes does this, nothing to set" if "DSML" in family else SERVER_FIX)
     )
-    return calls, (content[:offset] + text + content[offset + len(rest) :]).rstrip(), [happened]
-
-
-def said_again(text: str, start: int) -> bool:
-    """Whether the sentence that introduces the call at text[start] says it runs once more."""
-    line_start = text.rfind("\n", 0, start) + 1
-    words = text[line_start:start].strip() or previous_line(text, line_start)
-    return bool(AGAIN.search(last_sentence(words)))
 
 
 def unwrapped(piece: str) -> str:

@@ -74,15 +74,15 @@ def test_a_payload_in_markup_no_row_names_is_recognised(text):
     assert "a.txt" not in dialects.recover_tool_calls(text, KNOWN)[1]  # no markup printed
 
 
-def test_text_before_between_and_after_calls_stays_text_and_no_markup_is_left():
-    text = (
-        "I'll read it first.\n<tool_call>\n"
-        '{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>\n'
-        "Then I'll write it.\n" + HERMES + "<|im_end|>\nI'll report back."
-    )
+def test_the_text_before_the_run_of_calls_stays_and_no_markup_is_left():
+    first = '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n</tool_call>\n'
+    text = "I'll read it first.\n" + first + HERMES + "<|im_end|>"
     calls, content, _ = dialects.recover_tool_calls(text, KNOWN)
     assert [c["function"]["name"] for c in calls] == ["read_file", "write_file"]
-    assert content == "I'll read it first.\nThen I'll write it.\nI'll report back."
+    assert content == "I'll read it first."
+    # text between the calls or after them: the reply does not end with its calls (issue #43)
+    assert recovered("I'll read it first.\n" + first + "Then I'll write it.\n" + HERMES) == [WRITE]
+    assert recovered("I'll read it first.\n" + first + HERMES + "\nI'll report back.") == []
 
 
 def test_no_family_swallows_another():
@@ -108,21 +108,8 @@ def test_no_family_swallows_another():
 
 # --- Mentions: never run --------------------------------------------------------------------------
 
-# Introductions in other languages and forms: an example, a format, what a file holds.
+# Mentions by where they stand (issue #43: no words are read), in any language.
 MENTIONED = [
-    "例如：\n" + HERMES,
-    "你可以这样写：\n" + HERMES,
-    "文件内容如下：\n" + HERMES,
-    "你可以这样写。\n" + HERMES,  # a full stop, not a colon: the sentence says it is an example
-    "例えば：\n" + HERMES,
-    "예를 들어:\n" + HERMES,
-    "Par exemple :\n" + HERMES,
-    "Por ejemplo:\n" + HERMES,
-    "Zum Beispiel:\n" + HERMES,
-    "Например:\n" + HERMES,
-    "The README contains this line:\n" + HERMES,
-    "I have not changed the file. For reference, the fix is this call:\n" + HERMES,
-    "example: " + HERMES.replace("\n", " "),  # a YAML key
     "- which I did not follow: " + HERMES.replace("\n", " "),  # a list item
     "| call | " + HERMES.replace("\n", " ") + " |",  # a table row
     "1. " + HERMES.replace("\n", " "),
@@ -130,7 +117,6 @@ MENTIONED = [
     "它写的是「" + HERMES.replace("\n", " ") + "」。",
     "A call " + HERMES.replace("\n", " ") + " writes a file.",  # inside a sentence
     HERMES + "\n\n以上是一个示例。",  # the sentence after says what it is
-    "Here is the syntax:\n" + HERMES,
     "```\n" + HERMES + "\n```",
     # arguments that do not fit: an extra key, a missing one
     '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "x", "mode": "a"}}'
@@ -154,12 +140,14 @@ ANNOUNCED = [
     "Ich werde die Datei schreiben:\n" + HERMES,
     "ファイルを書きます：\n" + HERMES,
     "I'll write the file.\n" + HERMES,
-    HERMES + "\nI'll wait for the result.",
+    # a sentence that ends where the call starts, and the call the reply ends with
+    "Sure. " + HERMES,
+    "Naomba nisome faili:\n" + HERMES,  # Swahili: no code names any language
 ]
 
 
 @pytest.mark.parametrize("text", ANNOUNCED)
-def test_a_call_after_the_model_announces_it_runs(text):
+def test_a_call_standing_last_after_a_sentence_is_one(text):
     assert recovered(text) == [WRITE]
 
 
@@ -194,21 +182,8 @@ RULES = [
         "1. Read the file first.\n   " + ONE_LINE,
         "1. Done.\n\nNow I'll write.\n" + ONE_LINE,
     ),
-    (
-        "a demonstration announced",
-        "Let me give you a sample:\n" + HERMES,
-        "Let me write it:\n" + HERMES,
-    ),
-    ("an unannounced sentence", "Here is a sample call.\n" + HERMES, "Sure.\n" + HERMES),
     ("inside a sentence", f"A call {ONE_LINE} writes a file.", f"I'll write it. {ONE_LINE}"),
-    ("the sentence after", HERMES + "\n以上是一个示例。", HERMES + "\nI'll wait for the result."),
-    (
-        "an unannounced sentence after",
-        HERMES + "\nHermes writes calls this way.",
-        HERMES + "\nThen I'll tell you what it contains.",
-    ),
-    ("the sentence before", "你可以这样写。\n" + HERMES, "I'll write the example file.\n" + HERMES),
-    ("an unannounced colon", "例如：\n" + HERMES, "让我写入文件：\n" + HERMES),
+    ("the sentence after", HERMES + "\n以上是一个示例。", HERMES + "\n<|im_end|>"),
     (
         "thinking not at the start",
         "Reasoning models wrap it in <think> tags.\n" + HERMES,
@@ -270,7 +245,6 @@ MORE_ANNOUNCED += [
     "Here is my plan:\n1. Write a.txt\n2. Check it\n\n" + HERMES,
     "计划：\n1. 写入 a.txt\n2. 检查\n\n" + HERMES,
     'functionwrite_file\n```json\n{"path": "a.txt", "content": "hi"}\n```',  # DeepSeek V3, stripped
-    HERMES + "\n\nThis will create the file with the requested content.",
 ]
 
 
@@ -280,16 +254,6 @@ def test_more_real_leaks_run(text):
 
 
 MORE_MENTIONED = [
-    "I'll give an example:\n" + HERMES,
-    "让我举个例子：\n" + HERMES,
-    "Сейчас покажу пример:\n" + HERMES,
-    "Something like this:\n" + HERMES,
-    "According to the README, the setup step is:\n" + HERMES,
-    "## Usage\n\n" + HERMES,
-    "**Output**\n\n" + HERMES,
-    "ตัวอย่าง\n\n" + HERMES,
-    "Mfano.\n" + HERMES,
-    ".. code:: xml\n\n   " + ONE_LINE,
     "She pasted this into the chat: “\nHi!\n" + HERMES + "\n”",
     'EXAMPLE = """\nUser: hi\n' + HERMES + '\n"""',
 ]
@@ -298,20 +262,6 @@ MORE_MENTIONED = [
 @pytest.mark.parametrize("text", MORE_MENTIONED)
 def test_more_mentions_are_never_calls(text):
     assert recovered(text) == []
-
-
-@pytest.mark.parametrize(
-    "asked",
-    [
-        "What would the tool call look like to write hi to a.txt? Just show the JSON.",
-        "Show me the exact tool call you would make, but don't run it.",
-        "Give me the JSON for a write_file call that writes hi to a.txt.",
-        "只显示工具调用，不要执行。",
-    ],
-)
-def test_a_call_the_person_asked_to_see_is_not_run(asked):
-    assert dialects.recover_tool_calls(HERMES, KNOWN, [asked], asked)[0] == []
-    assert recovered(HERMES, [asked]) == [WRITE]  # asked for nothing of the kind: it runs
 
 
 def test_a_call_repeating_a_tool_result_or_the_task_is_a_quotation(loop, server):
@@ -386,22 +336,17 @@ def test_content_as_parts_and_a_choice_without_delta_read_the_same_streamed(loop
     assert loop("go", stream=True).text == "Hi"
 
 
-def test_the_persons_request_to_see_a_call_reaches_the_reading(loop, server):
-    server.add(reply(HERMES))
-    result = loop("Show me the tool call you would make to write hi to a.txt; don't run it.")
-    assert result.status == "answered" and not (loop.workdir / "a.txt").exists()
-    assert "write_file" in result.text
-
-
 def test_every_familys_shape_beside_every_other_is_read_as_both():
-    # Rows don't swallow each other: each shape of test_dialects.SHAPES that starts with its markup,
-    # followed by each other, gives both shapes' calls.
+    # Rows don't swallow each other: each shape of test_dialects.SHAPES that is markup alone (no
+    # prose before or between), followed by each other, gives both shapes' calls.
     from test_dialects import SHAPES
 
     shapes = [
         p.values
         for p in SHAPES
-        if p.values[0].startswith(("<", "[", "{")) and not dialects.split_thinking(p.values[0])[0]
+        if p.values[0].startswith(("<", "[", "{"))
+        and not dialects.split_thinking(p.values[0])[0]
+        and not dialects.recover_tool_calls(p.values[0], KNOWN)[1].strip()
     ]
     for first, first_calls in shapes:
         for second, second_calls in shapes:
