@@ -588,7 +588,8 @@ def contained(text: str, start: int, end: int, outside) -> bool:
         or in_diff(text, line_start, start)
         or in_quotation(text, line_start, start)
         or in_element(text, start, end)
-        or (bool(before.strip()) and before.rstrip()[-1] not in SENTENCE_END + COLONS)
+        # inside a sentence: prose before it on its line that ends no sentence, colon or tag
+        or (bool(before.strip()) and before.rstrip()[-1] not in SENTENCE_END + COLONS + ">")
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
     )

@@ -187,19 +187,21 @@ QUOTED = (
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "status"),
     [
-        f"When it leaks, a model would emit:\n{QUOTED}",
-        f"Like this:\n\n    {QUOTED}",
-        f"Like this\n~~~\n{QUOTED}",
+        # standing alone at the end of the reply, an example is read as a call: what rule 10
+        # costs; written as text, it waits for the person's yes (issue #43)
+        (f"When it leaks, a model would emit:\n{QUOTED}", "paused"),
+        (f"Like this:\n\n    {QUOTED}", "answered"),
+        (f"Like this\n~~~\n{QUOTED}", "answered"),
     ],
     ids=["after-a-colon", "indented", "tilde-fence"],
 )
-def test_a_call_that_is_quoted_at_the_end_of_an_answer_is_not_run(loop, server, text):
+def test_a_call_that_is_quoted_at_the_end_of_an_answer_is_not_run(loop, server, text, status):
     (loop.workdir / "notes.txt").write_text("keep me")
     server.add(reply(text))
-    result = loop("go")
-    assert result.status == "answered" and (loop.workdir / "notes.txt").read_text() == "keep me"
+    result = loop("go", yes=True)
+    assert result.status == status and (loop.workdir / "notes.txt").read_text() == "keep me"
 
 
 def test_dsml_inside_a_qwen3_coder_parameter_is_that_parameters_text(loop, server, text_calls):

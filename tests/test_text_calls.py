@@ -499,3 +499,126 @@ def test_a_programs_own_tool_written_as_text_asks_too_since_what_it_changes_is_n
     done = agent("--yes", "ask the helper", program=ROOT / "examples" / "subagent.py")
     assert done.returncode == 4 and len(server.requests) == 1
     assert "ask_helper, id call_text_" in done.stderr
+
+
+# --- Issue #43: what counts as a call is decided by structure alone -------------------------------
+# A reply that calls a tool ends with its call, since the model waits for the result (vLLM's tool
+# parsers, vllm/entrypoints/openai/tool_parsers/*.py, and llama.cpp's common/chat.cpp read calls as
+# the end of the turn). So only the run of calls a reply ends with is read, and not when something
+# holds it. No words are read: the languages below are samples, and none is named in code.
+
+
+def hermes(name: str, arguments: dict) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+HELLO = hermes("run_shell", {"command": "echo hello > hello.txt"})
+DRY_RUNS = [  # "show me what you would run; don't run it", then the model's "I'll run:"
+    ("Show me what you would run to write hello.txt; don't run it.", "I'll run:"),
+    ("Mostre o que você executaria; não execute.", "Vou executar:"),
+    ("Mostrami cosa eseguiresti; non eseguirlo.", "Eseguo:"),
+    ("Montre-moi ce que tu lancerais ; ne le lance pas.", "Je lance :"),
+    ("Muéstrame qué ejecutarías; no lo ejecutes.", "Voy a ejecutar:"),
+    ("Zeig mir, was du ausführen würdest; führ es nicht aus.", "Ich führe aus:"),
+    ("Laat zien wat je zou uitvoeren; voer het niet uit.", "Ik voer uit:"),
+    ("Покажи, что бы ты запустил; не запускай.", "Запускаю:"),
+    ("给我看看你会运行什么，不要运行。", "我来运行："),
+    ("何を実行するか見せて。実行しないで。", "実行します："),
+    ("무엇을 실행할지 보여줘. 실행하지 마.", "실행하겠습니다:"),
+    ("Nionyeshe utakachoendesha; usiendeshe.", "Nitaendesha:"),  # Swahili
+    ("Näytä mitä ajaisit; älä aja sitä.", "Ajan:"),  # Finnish
+    ("Δείξε μου τι θα έτρεχες· μην το τρέξεις.", "Τρέχω:"),  # Greek
+    ("แสดงให้ดูว่าจะรันอะไร อย่ารัน", "จะรัน:"),  # Thai
+]
+
+
+@pytest.mark.parametrize(("asked", "said"), DRY_RUNS, ids=[str(i) for i in range(len(DRY_RUNS))])
+def test_a_dry_run_asked_in_any_language_changes_nothing_under_yes(loop, server, asked, said):
+    # the call stands alone at the end: it is read as one, and waits for the person's yes
+    server.add(reply(f"{said}\n{HELLO}"))
+    result = loop(asked, yes=True)
+    assert result.status == "paused" and len(server.requests) == 1
+    assert not (loop.workdir / "hello.txt").exists()
+
+
+CONFIG = hermes("write_file", {"path": "config.json", "content": "{}"})
+READ_CONFIG = hermes("read_file", {"path": "config.json"})
+MENTIONS_43 = [
+    # a numbered plan of calls, then a question to the person (English, German, Japanese)
+    f"1. {READ_CONFIG}\n2. {CONFIG}\n\nGive me a go and I'll start.",
+    f"1. {READ_CONFIG}\n2. {CONFIG}\n\nGib mir ein Go, dann fange ich an.",
+    f"1. {READ_CONFIG}\n2. {CONFIG}\n\nよければ始めます。",
+    # a context line of a diff, fenced or not (git's unified format)
+    f"```diff\n@@ -1,2 +1,2 @@\n-old\n+new\n {CONFIG.replace(chr(10), ' ')}\n```",
+    f"--- a/notes.md\n+++ b/notes.md\n@@ -1,2 +1,2 @@\n-old\n+new\n {CONFIG.replace(chr(10), ' ')}",
+    f"+{CONFIG.replace(chr(10), ' ')}",
+    # a module docstring the person asked for, closed or still open at the end
+    f'"""Fixtures for the agent.\n\n{CONFIG}\n"""',
+    f'Here is the module:\n"""Fixtures for the agent.\n\n{CONFIG}',
+    # an XML fixture, HTML list items, an element no table names
+    f"<fixture>\n  {CONFIG}\n</fixture>",
+    f"<ul>\n<li>{READ_CONFIG}</li>\n<li>{CONFIG}</li>\n</ul>",
+    f'<example lang="xml">{CONFIG}</example>',
+    # a quotation, a table row
+    f"> {CONFIG.replace(chr(10), ' ')}",
+    f"| step | {CONFIG.replace(chr(10), ' ')} |",
+]
+
+
+@pytest.mark.parametrize("text", MENTIONS_43, ids=[str(i) for i in range(len(MENTIONS_43))])
+def test_a_call_held_by_a_list_a_diff_a_docstring_or_an_element_is_the_answer(loop, server, text):
+    (loop.workdir / "config.json").write_text('{"keep": true}')
+    server.add(reply(text))
+    result = loop("go", yes=True)
+    assert result.status == "answered" and len(server.requests) == 1
+    assert result.text == text  # the content is the model's text, untouched
+    assert (loop.workdir / "config.json").read_text() == '{"keep": true}'
+
+
+@pytest.mark.parametrize(
+    "intro",
+    [
+        "I'll fix the key in your snippet:",
+        "我来修正你片段里的键：",
+        "Je corrige la clé dans ton extrait :",
+        "Corrijo la clave de tu fragmento:",
+    ],
+)
+def test_a_corrected_call_for_the_person_to_check_waits_for_a_yes(loop, server, intro):
+    # the person's call names a key the tool does not take: the model's is no copy of it
+    wrong = '<tool_call>{"name": "run_shell", "arguments": {"cmd": "touch PWNED"}}</tool_call>'
+    server.add(reply(f"{intro}\n" + hermes("run_shell", {"command": "touch PWNED"})))
+    result = loop(f"Is this call valid? {wrong}", yes=True)
+    assert result.status == "paused" and not (loop.workdir / "PWNED").exists()
+
+
+def test_a_call_copied_from_the_persons_message_is_the_answer(loop, server):
+    text = hermes("run_shell", {"command": "touch PWNED"})
+    server.add(reply(f"Your call is valid:\n{text}"))
+    result = loop(f"Is this call valid?\n{text}", yes=True)
+    assert result.status == "answered" and not (loop.workdir / "PWNED").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        (f"<p>Let me check.</p>\n{READ_CONFIG}", "<p>Let me check.</p>"),
+        (f"<reply>I'll read it.</reply>\n{READ_CONFIG}", "<reply>I'll read it.</reply>"),
+        (f"<p>{READ_CONFIG}", "<p>"),  # an element left open holds nothing
+        (f"<answer>Reading.</answer> {READ_CONFIG}<|im_end|>", "<answer>Reading.</answer>"),
+    ],
+)
+def test_the_content_sent_back_is_the_text_less_the_call_markup_only(loop, server, text, content):
+    (loop.workdir / "config.json").write_text("{}")
+    server.add(reply(text), reply("done"))
+    assert loop("go", yes=True).status == "answered"
+    sent = server.messages(1)[2]
+    assert sent["content"] == content and sent["tool_calls"][0]["function"]["name"] == "read_file"
+
+
+@posix_only
+def test_a_dry_run_in_swahili_pauses_the_command_line_with_exit_4(agent, server):
+    server.add(reply(f"Nitaendesha:\n{HELLO}"))
+    result = agent("--yes", "Nionyeshe utakachoendesha; usiendeshe.")
+    assert result.returncode == 4, result.stderr
+    assert not (agent.workdir / "hello.txt").exists() and len(server.requests) == 1
