@@ -600,9 +600,9 @@ def in_list(text: str, line_start: int) -> bool:
     if LIST_ITEM.match(text, line_start):
         return True
     at = line_start
-    while at > 0 and text[at : at + 1] in " \t":  # an indented line: the item it goes on
+    while at > 0 and text[at : at + 1] in (" ", "\t", "\n"):  # indented or blank: goes on above
         at = text.rfind("\n", 0, at - 1) + 1
-        if text[at:].split("\n", 1)[0].strip() and LIST_ITEM.match(text, at):
+        if LIST_ITEM.match(text, at):
             return True
     return False
 

@@ -559,6 +559,8 @@ MENTIONS_43 = [
     f"<fixture>\n  {CONFIG}\n</fixture>",
     f"<ul>\n<li>{READ_CONFIG}</li>\n<li>{CONFIG}</li>\n</ul>",
     f'<example lang="xml">{CONFIG}</example>',
+    # a paragraph indented under a list item, after a blank line
+    f"1. Read the file first.\n\n   {CONFIG.replace(chr(10), ' ')}",
     # a quotation, a table row
     f"> {CONFIG.replace(chr(10), ' ')}",
     f"| step | {CONFIG.replace(chr(10), ' ')} |",
@@ -622,3 +624,22 @@ def test_a_dry_run_in_swahili_pauses_the_command_line_with_exit_4(agent, server)
     result = agent("--yes", "Nionyeshe utakachoendesha; usiendeshe.")
     assert result.returncode == 4, result.stderr
     assert not (agent.workdir / "hello.txt").exists() and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "    x\n" * 100_000 + "   " + READ_CONFIG,  # each indented line walked up once
+        "<a>" * 100_000 + READ_CONFIG + "</a>" * 100_000,  # each tag read once
+        '"""\n' + "x\n" * 200_000 + READ_CONFIG,
+    ],
+    ids=["indented-lines", "open-elements", "a-long-string"],
+)
+def test_where_a_call_stands_is_read_in_one_pass(text):
+    # A bound that protects the machine, in CPU seconds of this process (about 0.3 s here).
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    dialects.recover_tool_calls(text, KNOWN)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
