@@ -478,7 +478,8 @@ def test_a_recap_of_a_command_already_run_does_not_run_it_again(loop, server):
     assert len(server.requests) == 4
 
 
-def test_a_recap_of_a_call_recovered_from_text_is_not_run_again(loop, server):
+def test_a_recap_of_a_call_recovered_from_text_is_not_run_again(loop, server, text_calls):
+    text_calls("run")  # AGENT_TEXT_CALLS=run: what a recovered call does under --yes
     text = '<tool_call>{"name": "run_shell", "arguments": {"command": "echo one >> log.txt"}}'
     server.add(reply(f"I'll add the line.\n{text}</tool_call>"), reply(f"好的。\n{text}"))
     result = loop("append one line", yes=True)
@@ -726,7 +727,8 @@ def test_third_eyes_narrow_asks_veto_nothing(asked):
     assert len(recovered(f"I'll do it.\n{RM}", [asked], asked)) == 1
 
 
-def test_a_call_made_before_runs_again_only_where_the_model_says_again(loop, server):
+def test_a_call_made_before_runs_again_only_where_the_model_says_again(loop, server, text_calls):
+    text_calls("run")  # AGENT_TEXT_CALLS=run: what a recovered call does under --yes
     server.add(
         reply(tool_calls=[call("run_shell", {"command": "echo x >> log.txt"})]),
         reply(f"Let me run it again:\n{RM.replace('rm -rf build', 'echo x >> log.txt')}"),
@@ -827,7 +829,8 @@ def test_a_call_offered_for_review_is_not_run(text):
     assert recovered(text) == []
 
 
-def test_the_same_call_after_a_change_is_a_step_of_its_own(loop, server):
+def test_the_same_call_after_a_change_is_a_step_of_its_own(loop, server, text_calls):
+    text_calls("run")  # AGENT_TEXT_CALLS=run: what a recovered call does under --yes
     # the tests run, a fix written, the tests run again: the most common loop, with no "again"
     tests = '<tool_call>{"name": "run_shell", "arguments": {"command": "echo ran >> runs.txt"}}'
     server.add(
