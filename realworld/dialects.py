@@ -633,6 +633,26 @@ def fits(arguments: dict, wanted: list[str]) -> bool:
     )
 
 
+def python_around(text: str, name: re.Match, _wanted=None):
+    """A call object written as a Python literal that holds the name: (arguments, start, end)."""
+    return object_around(text, name, decode=python_at)
+
+
+def python_after(text: str, name: re.Match, _wanted=None):
+    """NAME, markup, then its arguments as a Python literal: (arguments, start, end)."""
+    return object_after(text, name, decode=python_at)
+
+
+def python_like(text: str, name: re.Match, read) -> bool:
+    """Whether a reader that failed looked for a closing bracket: python_call after NAME( ."""
+    return read is not python_call or text.startswith(("(", ".call("), name.end())
+
+
+# JSON first, as NousResearch's parser prefers json.loads; a Python literal where JSON fails
+READERS = (object_around, object_after, parameters_after, python_call, python_around, python_after)
+BRACKETED = (python_call, python_around, python_after)
+
+
 def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[tuple]:
     """Every payload in text that names a known tool with arguments that fit: (name, arguments,
     start, end), in order, none overlapping. At most limit names are tried, each read once: the
@@ -660,26 +680,6 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
                 end = got[2]
                 break
     return found
-
-
-def python_around(text: str, name: re.Match, _wanted=None):
-    """A call object written as a Python literal that holds the name: (arguments, start, end)."""
-    return object_around(text, name, decode=python_at)
-
-
-def python_after(text: str, name: re.Match, _wanted=None):
-    """NAME, markup, then its arguments as a Python literal: (arguments, start, end)."""
-    return object_after(text, name, decode=python_at)
-
-
-def python_like(text: str, name: re.Match, read) -> bool:
-    """Whether a reader that failed looked for a closing bracket: python_call after NAME( ."""
-    return read is not python_call or text.startswith(("(", ".call("), name.end())
-
-
-# JSON first, as NousResearch's parser prefers json.loads; a Python literal where JSON fails
-READERS = (object_around, object_after, parameters_after, python_call, python_around, python_after)
-BRACKETED = (python_call, python_around, python_after)
 
 
 # --- Calls and mentions --------------------------------------------------------------------------
