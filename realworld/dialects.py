@@ -312,6 +312,34 @@ def json_at(text: str, at: int):
         return None
 
 
+def python_at(text: str, at: int, limit: int = 100_000):
+    """(the Python literal that starts at text[at], where it ends), or None: a call payload in
+    single quotes, with True, False, None or a trailing comma, read with ast as NousResearch's
+    Hermes parser falls back to ast.literal_eval (utils.py); each key once, as json_at()."""
+    import ast
+
+    end = closing_paren(text, at, limit) if text.startswith(("{", "["), at) else None
+    try:
+        return (python_value(ast.parse(text[at:end], mode="eval").body), end) if end else None
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def python_value(node):
+    """A Python literal's value as JSON's: objects with each key once, lists, plain values."""
+    import ast
+
+    if isinstance(node, ast.Dict):
+        keys = [python_value(k) if k is not None else {} for k in node.keys]  # {}: **spread
+        return once(list(zip(keys, map(python_value, node.values), strict=True)))
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [python_value(item) for item in node.elts]
+    value = literal(node)
+    if not isinstance(value, (str, int, float, bool, type(None))):
+        raise ValueError("not a JSON value")  # a set, bytes, a complex number
+    return value
+
+
 def once(pairs: list) -> dict:
     """A JSON object whose keys are each given once."""
     value = dict(pairs)
@@ -350,26 +378,43 @@ def keyed(value) -> tuple[str, dict] | None:
     return None
 
 
-def object_around(text: str, name: re.Match, _wanted=None):
+def object_around(text: str, name: re.Match, _wanted=None, decode=None):
     """A JSON call object that holds the name as its name, the outermost of up to three that
-    start shortly before it (OpenAI's {"type", "function": {...}} holds one): (arguments, start,
-    end)."""
-    start, best = name.start(), None
-    for _ in range(3):
-        start = text.rfind("{", max(0, name.start() - 300), start)
-        found = json_at(text, start) if start >= 0 else None
+    start shortly before it (OpenAI's {"type", "function": {...}} holds one), or the object that
+    opens its line or follows a tag, whatever its keys' order: (arguments, start, end)."""
+    decode, best = decode or json_at, None
+    for start in starts_before(text, name.start()):
+        found = decode(text, start)
         call = named(found[0]) or keyed(found[0]) if found and found[1] > name.end() else None
         if call and tool_name(call[0], [name.group("name")]) == name.group("name"):
             best = call[1], start, found[1]
-        if start < 0:
-            break
     return best
 
 
-def object_after(text: str, name: re.Match, _wanted=None):
+OPENS_OBJECT = ("\n{", ">{", "\n {", "> {")  # Hermes' <tool_call>\n{...}, the name anywhere in it
+FAR = 20_000  # how far before its name an object that opens a line may begin ("arguments" first)
+
+
+def starts_before(text: str, at: int) -> list[int]:
+    """Where a call object holding text[at] may begin: up to three { shortly before it, and the
+    last { that opens a line or follows a tag; nearest first."""
+    starts, start = [], at
+    for _ in range(3):
+        start = text.rfind("{", max(0, at - 300), start)
+        if start < 0:
+            break
+        starts.append(start)
+    found = [(i, o) for o in OPENS_OBJECT if (i := text.rfind(o, max(0, at - FAR), at)) >= 0]
+    opens = max((i + len(o) - 1 for i, o in found), default=-1)
+    if opens >= 0 and (not starts or opens < starts[-1]):
+        starts.append(opens)
+    return starts
+
+
+def object_after(text: str, name: re.Match, _wanted=None, decode=None):
     """NAME, markup, then its arguments as a JSON object: (arguments, start, end)."""
-    glue = GLUE.match(text, name.end())
-    found = (json_at(text, glue.end()) or gemma_object(text, glue.end())) if glue else None
+    glue, decode = GLUE.match(text, name.end()), decode or json_at
+    found = (decode(text, glue.end()) or gemma_object(text, glue.end())) if glue else None
     arguments = arguments_of(found[0]) if found else None
     if arguments is None:
         return None
@@ -457,11 +502,74 @@ def parameters_after(text: str, name: re.Match, wanted: list[str]):
         )
         if not key or key.strip() not in wanted or value is None:
             break
+        value, at = true_end(text, p, wanted) or (value, p.end())
         if 'string="false"' in (p.group("attrs") or ""):  # DSML marks a value that is not text
             value = (json_at(value.strip(), 0) or [value])[0]
         arguments[key.strip()] = value
-        at = p.end()
     return (arguments, head(text, name), at) if arguments else None
+
+
+def true_end(text: str, p: re.Match, wanted: list[str]):
+    """(value, end) when the closing tag that ended a parameter is text inside its value, as a
+    Qwen3-Coder value that holds "</parameter>" (vLLM qwen3coder_tool_parser.py reads it so, in
+    _find_true_param_end); None when the first closing tag is the end."""
+    group = next(g for g in VALUE_GROUPS if p.group(g) is not None)
+    tag = {"value": "parameter", "named_value": p.group("tag"), "glm_value": "arg_value"}
+    closing = f"</{tag.get(group, p.group('own'))}>"
+    after, first = structure(tuple(wanted)), p.end(group) + text.startswith("\n", p.end(group))
+    closed = text.startswith(closing, first)
+    if after.match(text, first + len(closing) if closed else p.end(group)):
+        return None  # the first closing tag ends it, or the next parameter (Qwen3-Coder may
+        # leave its closing tag out); not one that opens inside the value, with a name not wanted
+    opening = "<parameter=" if group == "value" else closing.replace("/", "", 1)[:-1]
+    close = structural_close(text, p.end(group), closing, opening, wanted)
+    if close is None:
+        return None
+    value = text[p.start(group) : close]
+    return value.removesuffix("\n") if group == "value" else value, close + len(closing)
+
+
+VALUE_GROUPS = ("value", "named_value", "glm_value", "own_value")
+
+
+def structural_close(text: str, at: int, closing: str, opening: str, wanted, limit=200_000):
+    """Where the first closing tag from text[at] that structure follows stands (openings of its
+    kind nest, each closed by one), within limit characters and 256 tags; None if none does."""
+    depth, stop = 0, min(len(text), at + limit)
+    outer, inner = tags_at(closing, opening, tuple(wanted))
+    for _ in range(256):  # a value holds a few nested tags: thousands are a loop, not a value
+        if not (found := (inner if depth else outer).search(text, at, stop)):
+            break
+        if found.group() == opening:
+            depth += 1
+        elif not depth:
+            return found.start()
+        else:
+            depth -= 1
+        at = found.end()
+    return None
+
+
+@functools.cache
+def tags_at(closing: str, opening: str, wanted: tuple[str, ...]) -> tuple[re.Pattern, ...]:
+    """What structural_close() looks for: outside any nested opening, an opening or a closing
+    that structure follows; inside one, an opening or any closing."""
+    tags = f"{re.escape(opening)}|{re.escape(closing)}"
+    return re.compile(
+        f"{re.escape(opening)}|{re.escape(closing)}(?={structure(wanted).pattern})"
+    ), re.compile(tags)
+
+
+@functools.cache
+def structure(wanted: tuple[str, ...]) -> re.Pattern:
+    """What follows a parameter's true closing tag: the next parameter of the call (in any of
+    parameter_pattern()'s forms, naming one of wanted), a closing tag, a special token, the end."""
+    own = "|".join(re.escape(w) for w in wanted)
+    return re.compile(
+        rf"(?:\s|\\n)*(?:<parameter=(?:{own})>|<(?:{B}DSML{B}|\w{{1,20}}:)?(?:parameter|param|argument"
+        rf"|arg)\s+name=[\"']?(?:{own})[\"'\s>]|<arg_key>|<(?:{own})>|</[^<>\s]{{1,80}}>"
+        rf"|<{B}[^<>\n]{{0,64}}?{B}>|<\|[^<>\n]{{0,40}}\|>|\Z)"
+    )
 
 
 def python_call(text: str, name: re.Match, wanted: list[str]):
@@ -532,6 +640,26 @@ def fits(arguments: dict, wanted: list[str]) -> bool:
     )
 
 
+def python_around(text: str, name: re.Match, _wanted=None):
+    """A call object written as a Python literal that holds the name: (arguments, start, end)."""
+    return object_around(text, name, decode=python_at)
+
+
+def python_after(text: str, name: re.Match, _wanted=None):
+    """NAME, markup, then its arguments as a Python literal: (arguments, start, end)."""
+    return object_after(text, name, decode=python_at)
+
+
+def python_like(text: str, name: re.Match, read) -> bool:
+    """Whether a reader that failed looked for a closing bracket: python_call after NAME( ."""
+    return read is not python_call or text.startswith(("(", ".call("), name.end())
+
+
+# JSON first, as NousResearch's parser prefers json.loads; a Python literal where JSON fails
+READERS = (object_around, object_after, parameters_after, python_call, python_around, python_after)
+BRACKETED = (python_call, python_around, python_after)
+
+
 def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[tuple]:
     """Every payload in text that names a known tool with arguments that fit: (name, arguments,
     start, end), in order, none overlapping. At most limit names are tried, each read once: the
@@ -549,12 +677,11 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
         if name.start() < end:
             continue  # inside the payload before
         wanted = known[name.group("name")]
-        for read in (object_around, object_after, parameters_after, python_call):
-            if read is python_call and text.startswith(("(", ".call("), name.end()):
-                unclosed += 1  # each looks for its closing bracket (200,000 characters): 16 at most
-                if unclosed > 16:
-                    continue
+        for read in READERS:
+            if read in BRACKETED and unclosed > 16:
+                continue  # each looks for its closing bracket (100,000 characters or more)
             got = read(text, name, wanted)
+            unclosed += read in BRACKETED and not got and python_like(text, name, read)
             if got and fits(got[0], wanted) and got[1] >= end:
                 found.append((name.group("name"), got[0], got[1], got[2]))
                 end = got[2]

@@ -544,14 +544,12 @@ def merge(old, new, key: str = ""):
     reasoning_details); any other value the last one sent. Objects and lists are the stream's own
     (each delta is a fresh dump) and change in place, and text is kept as its pieces until
     finished(): each fragment costs its own size, however long the reply grows."""
+    if key == "thinking_blocks" and isinstance(new, list):
+        return thinking_pieces(old if isinstance(old, list) else [], new)
     if old is None or new is None:
         return new if old is None else old
     if key in JOINED:
-        if not (isinstance(old, (str, Pieces)) and isinstance(new, str)):
-            raise TypeError(f"a streamed {key} that is not text: {shorten(repr(new), 80)}")
-        pieces = old if isinstance(old, Pieces) else Pieces([old])
-        pieces.append(new)
-        return pieces
+        return joined(old, new, key)
     if isinstance(old, str) and isinstance(new, str):
         return new or old
     if isinstance(old, dict) and isinstance(new, dict):
@@ -561,6 +559,44 @@ def merge(old, new, key: str = ""):
     if isinstance(old, list) and isinstance(new, list):
         return merged_by_index(old, new)
     return new
+
+
+def joined(old, new, key: str) -> "Pieces":
+    """Streamed text with its next fragment, kept as pieces."""
+    if not (isinstance(old, (str, Pieces)) and isinstance(new, str)):
+        raise TypeError(f"a streamed {key} that is not text: {shorten(repr(new), 80)}")
+    pieces = old if isinstance(old, Pieces) else Pieces([old])
+    pieces.append(new)
+    return pieces
+
+
+def thinking_pieces(blocks: list, new: list) -> list:
+    """LiteLLM's streamed thinking_blocks, each delta a piece: a thinking piece continues the
+    open block, and the piece that brings its signature closes it; a redacted block stands alone.
+    So one block goes back per thinking, signed, as LiteLLM's own stream_chunk_builder joins them
+    (get_combined_thinking_content)."""
+    for piece in new:
+        if not continues(blocks[-1] if blocks else None, piece):
+            blocks.append(piece)
+            continue
+        last = blocks[-1]
+        for k, v in piece.items():
+            text = k == "thinking" and isinstance(v, str)
+            last[k] = joined(last.get(k) or "", v, k) if text else merge(last.get(k), v, k)
+    return blocks
+
+
+def continues(block, piece) -> bool:
+    """Whether a streamed thinking piece belongs to the block before it: both thinking (not
+    redacted), the block not yet signed, their thinking text."""
+    return (
+        isinstance(block, dict)
+        and isinstance(piece, dict)
+        and block.get("type") == piece.get("type") == "thinking"
+        and not block.get("signature")
+        and isinstance(piece.get("thinking") or "", str)
+        and isinstance(block.get("thinking") or "", (str, Pieces))
+    )
 
 
 class Pieces(list):
@@ -1027,7 +1063,11 @@ CONTEXT_FULL = Pattern(
     r"|prompt (?:is )?too long|prompt_too_long|input is too long"
     r"|max(?:imum)? (?:model|prompt|input) length"
     r"|range of input length|token limit|tokens?\W.{0,60}must (?:be <=|have less than)"
-    r"|must have less than \d+ tokens|exceeds the maximum number of tokens",
+    r"|must have less than \d+ tokens|exceeds the maximum number of tokens"
+    # Moonshot v1 "model max length exceeded, max length:8192" (MoonshotAI-Cookbook#18), Zhipu's
+    # 1261 "Prompt exceeds max length", OpenAI's advice that vLLM, Groq and Cerebras copy
+    r"|max(?:imum)? length exceeded|exceeds? (?:the )?max(?:imum)? length"
+    r"|reduce the length of the messages",
     re.I,
 )
 # The window a context error names, in the words servers use (each source's own message):
@@ -1062,12 +1102,13 @@ def context_full(error: Exception) -> bool:
 
 
 def window_of(error: Exception) -> int | None:
-    """The context window a context error names, in tokens, or None when it names none."""
-    text = error_words(error)[:4_000]
+    """The context window a context error names, in tokens, or None when it names none; never
+    the error's code (Zhipu's 1261 "Prompt exceeds max length")."""
+    text, code = error_words(error)[:4_000], getattr(error_body(error), "get", dict().get)("code")
     matches = [*COMPARED.finditer(text), *WINDOW.finditer(text)]
     for match in matches:
         size = int(re.sub(r"\D", "", next(g for g in match.groups() if g)))
-        if 512 <= size <= 100_000_000:  # not a status code, such as "(400)"
+        if 512 <= size <= 100_000_000 and str(size) != str(code):  # not a status code, "(400)"
             return size
     return None
 
@@ -1177,21 +1218,34 @@ def error_text(error) -> str:
     return shorten(hide_secrets(text), 400)
 
 
+# Where error bodies put their message and code: OpenAI's and most {"message", "code"}; FastAPI's
+# "detail"; Cloudflare's {"success": false, "errors": [{"code", "message"}]}
+# (developers.cloudflare.com, API "Errors"); Baidu Qianfan's {"error_code", "error_msg"}; AWS's
+# {"Message"}.
+MESSAGE_KEYS = ("message", "detail", "msg", "errors", "error_msg", "error_message", "Message")
+CODE_KEYS = ("code", "type", "status", "error_code", "error_type")
+
+
 def words_of(body: dict) -> str:
     """An error object's message and code: the message under the names servers use (a number
-    or an object too), FastAPI's list of validation errors, or the code alone."""
-    message = next((body[k] for k in ("message", "detail", "msg") if body.get(k) is not None), None)
+    or an object too), a list of errors (FastAPI's, Cloudflare's), or the code alone."""
+    message = next((body[k] for k in MESSAGE_KEYS if body.get(k) not in (None, [], "")), None)
     if isinstance(message, list):  # FastAPI: [{"loc": [...], "msg": "field required"}, ...]
-        message = "; ".join(validation_error(item) for item in message[:5])
+        message = "; ".join(map(one_error, message[:5]))
     elif isinstance(message, dict):
         message = words_of(message)
-    code = next(
-        (body[k] for k in ("code", "type", "status") if isinstance(body.get(k), (str, int))), None
-    )
+    code = next((body[k] for k in CODE_KEYS if isinstance(body.get(k), (str, int))), None)
     text = plain_words(str(message)) if message is not None else ""
     if code is not None and str(code) not in text:
         text = f"{text} ({code})" if text else str(code)
     return text or json.dumps(body, ensure_ascii=False, default=str)[:400]
+
+
+def one_error(item) -> str:
+    """One error of a list: FastAPI's validation error, an error object, or text."""
+    if isinstance(item, dict) and "loc" in item:
+        return validation_error(item)
+    return words_of(item) if isinstance(item, dict) else str(item)
 
 
 def validation_error(item) -> str:
