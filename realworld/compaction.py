@@ -160,7 +160,7 @@ def last_reply(messages: list[dict]) -> int:
 class Compacted(str):
     """The text compaction put in a message's place (a placeholder, a summary), as it is sent;
     replaced: the texts it stands for, which the rules that read the conversation still read
-    (a call a tool result held stays one the model repeats, not one it makes: replies.quotable).
+    (a call a tool result held stays one the model repeats, not one it makes: replies.quoted_texts).
     within: the compacted texts among what it replaced, whose own it stands for too, read only
     when asked (a summary of a summary, each made with all the texts before, grew with the square
     of the compactions)."""

@@ -221,7 +221,7 @@ def ends_thinking(text: str, at: int, length: int, outside) -> bool:
     line_start = text.rfind("\n", 0, at) + 1
     before = text[max(line_start, at - 200) : at]
     line = text[at + length : at + length + 200].split("\n", 1)[0]  # bounded: a mark a line
-    after_a_sentence = not before.strip() or before.rstrip()[-1] in SENTENCE_END
+    after_a_sentence = ends_a_sentence(before)
     ends = (not line.strip() or line.lstrip().startswith(("<", "["))) and not before.endswith(" ")
     return (after_a_sentence or ends) and outside(at)
 
@@ -275,22 +275,30 @@ CALL_TAG = Pattern(
     r"(?:[A-Za-z][\w.-]{0,30}:)?[\w.-]{0,30}(?i:tool|func|call|invoke|param|arg_)[\w.-]{0,30}"
 )
 
-# Markup around and between payloads: special tokens (<|...|>, DeepSeek's <｜...｜>), the tags
-# CALL_TAG names, without attributes (<tool_call>, </invoke>, <｜DSML｜function_calls>),
-# Mistral's bracket tokens, list brackets and separators, and the words that special tokens
-# leave behind when a server strips them (harmony's, DeepSeek V3's "function").
-TOKEN = (
+# Markup around and between payloads. SPECIAL is what no prose writes: special tokens (<|...|>,
+# DeepSeek's <｜...｜>), the tags CALL_TAG names, without attributes (<tool_call>, </invoke>,
+# <｜DSML｜function_calls>), the generic format's {"tool_calls": and Qwen-Agent's ✿FUNCTION✿.
+SPECIAL = (
     rf"<{B}[^<>\n]{{0,64}}?{B}>"
     rf"|</?(?:{B}[^<>\s]{{1,16}}?{B})?(?:{CALL_TAG.pattern})>"
     r"|\{\s*\"(?:tool_calls?|function_calls?)\"\s*:|Action:\s*```(?:json)?"  # Command R
-    r"|\[/?[A-Z][A-Z_]{2,30}\]|>>>|\bcall:|\u273f[A-Z_]{1,30}\u273f:?|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
+    r"|\u273f[A-Z_]{1,30}\u273f:?|<\|[\w:.-]{1,40}>|<[\w:.-]{1,40}\|>"
+)
+# Word-shaped markup, which prose writes too (Mistral's [TOOL_CALLS] beside [WIP], Gemma's call:,
+# Functionary's >>>, the words harmony's and DeepSeek V3's stripped tokens leave): markup only
+# glued to the call it opens, on its line (\Z: the end of the text read before a payload).
+GLUED = (
+    r"\[/?[A-Z][A-Z_]{2,30}\](?=[ \t]*(?:\S|\Z))|>>>(?=\S|\Z)|\bcall:(?=\S|\Z)"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
     r"|function call(?=<\|role_sep)"  # GigaChat 3's (vLLM gigachat3_tool_parser.py)
-    r"|\s?to="
+    r"|[ \t]?to=(?=\S|\Z)"
 )
-MARKUP = Pattern(rf"(?:{TOKEN}|[\s,;\[\]}}]|```)+")  # after a call: a fence it opened too
+TOKEN = rf"{SPECIAL}|{GLUED}"
+# after a call: a fence it opened, brackets (not the [ of the next call's [TOOL_CALLS])
+MARKUP = Pattern(rf"(?:{SPECIAL}|\[(?!/?[A-Z][A-Z_]{{2,30}}\])|[\s,;\]}}]|```)+")
 MARKUP_AT_END = Pattern(rf"(?:{TOKEN}|[\s,;\[\]])+\Z")
-TOKENS_AT_END = Pattern(rf"(?:{TOKEN}|\s)+\Z")
+SPECIAL_AT_END = Pattern(rf"(?:{SPECIAL}|\s)+\Z")
+OPENING = Pattern(TOKEN)  # a call that opens with its format's markup
 
 # Between a tool's name and its JSON arguments: DeepSeek's separator and ```json fence, Kimi's
 # :0 and argument token, Mistral's [CALL_ID]id[ARGS], harmony's <|constrain|>json<|message|>.
@@ -595,7 +603,7 @@ def python_call(text: str, name: re.Match, wanted: list[str]):
     return arguments, name.start(), end
 
 
-BRACKETS = Pattern(r"[()\[\]{}\"'\\]")
+BRACKETS = Pattern(r"\'{3}|\"{3}|[()\[\]{}\"'\\]")  # Python's triple quotes as one mark
 
 
 def closing_paren(text: str, at: int, limit: int = 200_000) -> int | None:
@@ -608,9 +616,9 @@ def closing_paren(text: str, at: int, limit: int = 200_000) -> int | None:
             continue
         if c == "\\":
             escaped = i + 1
-        elif quote:
-            quote = "" if c == quote else quote
-        elif c in "\"'":
+        elif quote:  # three quotes close a one-quote string, then open and close an empty one
+            quote = "" if c == quote or (len(quote) == 1 and c == quote * 3) else quote
+        elif c[0] in "\"'":
             quote = c
         elif c in "([{":
             depth += 1
@@ -694,44 +702,92 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 # that calls a tool ends with its call, since the model waits for the result. So only the last run
 # of calls after the thinking can be calls, with nothing after it but markup, and none of them
 # inside something that holds it (contained()): code (but a fence that is the whole reply or says
-# it is a call), a quotation, a list item or a table row, a diff line, a triple-quoted string, an
-# element that is not call markup, or a sentence. Nor is a call one that copies a call of the
-# person's message or of a tool result (echoes()). What this costs: an example standing alone at
-# the end of a reply is read as a call, and one that could change anything waits for a yes.
-LIST_ITEM = Pattern(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\|)[ \t]")
-COLONS = ":\uff1a\ufe55\ufe13\u2236"  # ASCII, fullwidth, small, vertical, ratio
-SENTENCE_END = ".!?\u3002\uff01\uff1f\u2026\u061f\u0964"  # and 。！？…؟।
+# it is a call), a quotation, a list item, a table row or a definition, a block indented under a
+# line, a diff line, a triple-quoted string, an element, comment or environment left open,
+# brackets its markup did not open, or a line it goes on (a comment's marks, a sentence). Nor is a
+# call one that copies a call of the person's message or of a tool result (echoes()). What this
+# costs: an example standing alone at the end of a reply is read as a call, and waits for a yes.
+
+# What opens a block that holds the rest of its line: a list item or a table row, a definition
+# (PHP Markdown Extra's and Pandoc's ": "), a link reference definition or footnote (CommonMark
+# 4.7, GFM's [^1]:)
+ITEM = Pattern(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\||:|\[[^\]\n]{1,200}\]:)[ \t]")
 DIFF_HUNK = Pattern(r"^(?:@@ -\d|--- \S|\+\+\+ \S)", re.M)  # a unified diff's headers
-ELEMENT = Pattern(r"<(/?)([A-Za-z][\w:.-]{0,64})(?:\s[^<>]{0,2000})?(/?)>")
+ELEMENT = Pattern(r"(?<!\w)<(/?)([A-Za-z][\w:.-]{0,64})(?:\s[^<>]{0,2000})?(/?)>")  # not List<T>
+# HTML's void elements, which hold nothing (WHATWG HTML, 13.1.2 Elements)
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
+VOID |= {"track", "wbr"}
 
 
-def contained(text: str, start: int, end: int, outside) -> bool:
-    """Whether the run of calls at text[start:end] stands inside something that holds it."""
+def contained(text: str, run: list[tuple], outside) -> bool:
+    """Whether the run of calls (last_run()) stands inside something that holds it."""
+    start = run[0][0]
     line_start = text.rfind("\n", 0, start) + 1
-    before = text[line_start:start]
     return (
         not outside(start)
+        or closes_unopened(text, run)
         or in_list(text, line_start)
+        or indented_under(text, line_start)
         or in_diff(text, line_start, start)
         or in_quotation(text, line_start, start)
-        or in_element(text, start, end)
-        # inside a sentence: prose before it on its line that ends no sentence, colon or tag
-        or (bool(before.strip()) and before.rstrip()[-1] not in SENTENCE_END + COLONS + ">")
+        or in_element(text, start)
+        or in_environment(text, start)
+        or goes_on_its_line(text, line_start, start)
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
     )
 
 
-def in_list(text: str, line_start: int) -> bool:
-    """Whether the line is a list item or a table row, or is indented under one."""
-    if LIST_ITEM.match(text, line_start):
-        return True
-    at = line_start
-    while at > 0 and text[at : at + 1] in (" ", "\t", "\n"):  # indented or blank: goes on above
-        at = text.rfind("\n", 0, at - 1) + 1
-        if LIST_ITEM.match(text, at):
-            return True
+def closes_unopened(text: str, run: list[tuple]) -> bool:
+    """Whether the run's markup closes a bracket it did not open: {"example": CALL} holds it."""
+    at, depth = run[0][0], 0
+    pieces = [(p[2], p[3]) for _start, _end, unit in run for p in unit] + [(run[-1][1], None)]
+    for payload_start, payload_end in pieces:
+        for bracket in BRACKET.findall(re.sub(BRACKET_TOKEN, "", text[at:payload_start])):
+            depth += 1 if bracket in "[{" else -1
+            if depth < 0:
+                return True
+        at = payload_end
     return False
+
+
+BRACKET = Pattern(r"[\[\]{}]")
+BRACKET_TOKEN = r"\[/?[A-Z][A-Z_]{2,30}\]"  # Mistral's, which open nothing
+
+
+def in_list(text: str, line_start: int) -> bool:
+    """Whether the call's line is a list item, a table row or a definition."""
+    return bool(ITEM.match(text, line_start))
+
+
+def indented_under(text: str, line_start: int) -> bool:
+    """Whether the call's line is indented deeper than a line above it, which holds it as its
+    block (a list item's, YAML's key: |, reStructuredText's code-block::, a Python body)."""
+    indent = indent_of(text[line_start : line_start + 1000])
+    above = text[max(0, line_start - 100_000) : line_start].split("\n")
+    return indent > 0 and any(line.strip() and indent_of(line) < indent for line in above)
+
+
+def indent_of(line: str) -> int:
+    """The columns of blank a line starts with, a tab to the next multiple of 4."""
+    return len(line[: len(line) - len(line.lstrip(" \t"))].expandtabs(4))
+
+
+def goes_on_its_line(text: str, line_start: int, start: int) -> bool:
+    """Whether the call goes on what its line starts with: marks with no letter (a comment's #,
+    //, --; a heading), or, for a bare payload that no markup of its format opens, prose ending
+    with a letter or a digit, in any script."""
+    before = text[line_start:start].strip()
+    if before and not any(unicodedata.category(c).startswith("L") for c in before):
+        return True
+    return not OPENING.match(text, start) and not ends_a_sentence(before)
+
+
+def ends_a_sentence(before: str) -> bool:
+    """Whether text ends where a sentence may: nothing, or a mark that is no letter, digit or
+    opening quotation (Unicode's categories: every script's full stop, and emoji, count)."""
+    last = before.rstrip()[-1:]
+    return not last or not (unicodedata.category(last)[0] in "LNM" or quotes(last))
 
 
 def in_diff(text: str, line_start: int, start: int) -> bool:
@@ -752,19 +808,39 @@ def in_quotation(text: str, line_start: int, start: int) -> bool:
     return opened_above(above) or open_quotation(before[-2000:])
 
 
-def in_element(text: str, start: int, end: int) -> bool:
-    """Whether an element that is not call markup opens before the call and closes after it."""
+def in_element(text: str, start: int) -> bool:
+    """Whether an element that is not call markup is open where the call starts: closed after it
+    or never (HTML leaves </li> and </p> out), but a void one (<br>)."""
     opened = []
     for tag in ELEMENT.finditer(text, max(0, start - 100_000), start):
         closing, name, empty = tag.groups()
-        if CALL_TAG.fullmatch(name) or empty:
+        name = name.lower()
+        if CALL_TAG.fullmatch(name) or empty or name in VOID:
             continue
         if not closing:
-            opened.append(name.lower())
-        elif name.lower() in opened:
-            del opened[len(opened) - 1 - opened[::-1].index(name.lower()) :]
-    after = text[end:].lower()
-    return any(f"</{name}>" in after for name in set(opened))
+            opened.append(name)
+        elif name in opened:
+            del opened[len(opened) - 1 - opened[::-1].index(name) :]
+    return bool(opened)
+
+
+# What else holds the text up to its close: an HTML comment, a LaTeX environment, an Org block
+ENVIRONMENT = Pattern(
+    r"<!--|-->|\\(begin|end)\{([^{}\n]{1,40})\}|^[ \t]*#\+(begin|end)_(\w+)", re.M | re.I
+)
+
+
+def in_environment(text: str, start: int) -> bool:
+    """Whether an HTML comment, a LaTeX environment or an Org block is open at the call."""
+    opened = []
+    for mark in ENVIRONMENT.finditer(text, max(0, start - 100_000), start):
+        word = (mark.group(1) or mark.group(3) or mark.group()).lower()
+        name = (mark.group(2) or mark.group(4) or "<!--").lower()
+        if word in ("begin", "<!--"):
+            opened.append(name)
+        elif name in opened:
+            del opened[len(opened) - 1 - opened[::-1].index(name) :]
+    return bool(opened)
 
 
 PAIRS = [("\u201c", "\u201d"), ("\u300c", "\u300d"), ("\u300e", "\u300f"), ("\u00ab", "\u00bb")]
@@ -798,14 +874,9 @@ def flat(text: str) -> str:
     return re.sub(r"[\s\\]+", "", text).replace("'", '"')
 
 
-class Made(str):
-    """A call the conversation made (replies.quoted_texts()): written again as text, it is a step
-    like any other, so it is no source a reply quotes."""
-
-
 def quoted_calls(quoted_in, known) -> tuple[list[str], set[str]]:
     """What a reply may quote: each source flattened, and the calls readable in them."""
-    sources = [s for s in quoted_in if not isinstance(s, Made) and any(n in s for n in known)]
+    sources = [s for s in quoted_in if any(n in s for n in known)]
     said = {json.dumps([n, a], sort_keys=True) for s in sources for n, a, *_ in payloads(s, known)}
     return [flat(s) for s in sources], said
 
@@ -826,7 +897,8 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
         gap_start = joined[-1][1] if joined else 0
         before = MARKUP_AT_END.search(text[max(gap_start, start - 300) : start])
         start -= len(before.group()) if before else 0
-        start = payload[2] - len(text[start : payload[2]].lstrip())  # no blank at its head
+        # no blank, separator or closing bracket at its head: those end what stands before it
+        start = payload[2] - len(text[start : payload[2]].lstrip(" \t\r\n,;]"))
         if joined and not text[gap_start:start].strip(" \t\n,;[]"):
             joined[-1] = (joined[-1][0], end, [*joined[-1][2], payload])
         else:
@@ -842,15 +914,12 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
     return joined
 
 
-def recover_tool_calls(
-    content: str, known, quoted_in=(), asked: str = ""
-) -> tuple[list, str, list[str]]:
+def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, list[str]]:
     """Tool calls a model wrote as text in content, when the server sent no tool_calls.
 
     known: each tool's parameter names. quoted_in: the texts of the conversation a reply may
-    quote (the person's messages, tool results); asked is kept for callers and read by nothing.
-    Returns (calls, the content without them and their markup, what happened); ([], content, [])
-    when there are none."""
+    quote (the person's messages, tool results). Returns (calls, the content without them and
+    their markup, what happened); ([], content, []) when there are none."""
     if not any(name in content for name in known):  # a call written as text names its tool
         return [], content, []
     rest = split_thinking(content)[1]
@@ -861,7 +930,7 @@ def recover_tool_calls(
     found = payloads(rest, known)
     fences = call_fences(rest, found)  # a fence that says it is a call is no code
     run = last_run(rest, in_fences(units(rest, found), fences))
-    if not run or contained(rest, run[0][0], run[-1][1], outside_code(rest, fences)):
+    if not run or contained(rest, run, outside_code(rest, fences)):
         return [], content, []
     quoted = quoted_calls(quoted_in, known)
     found = [payload for _start, _end, unit in run for payload in unit]
@@ -907,13 +976,13 @@ def happened(rest: str, calls: list[dict]) -> str:
 def unwrapped(piece: str) -> str:
     """Text between calls without the tokens at its edges (harmony's <|channel|>commentary
     <|message|> before it, an end-of-turn token after it)."""
-    head = TOKEN_RUN.match(piece)
+    head = SPECIAL_RUN.match(piece)
     piece = piece[head.end() :] if head else piece
-    tail = TOKENS_AT_END.search(piece[-200:])
+    tail = SPECIAL_AT_END.search(piece[-200:])
     return (piece[: len(piece) - len(tail.group())] if tail else piece).strip()
 
 
-TOKEN_RUN = Pattern(rf"(?:{TOKEN}|\s)+")
+SPECIAL_RUN = Pattern(rf"(?:{SPECIAL}|\s)+")
 
 
 def text_call(name: str, arguments: dict) -> dict:
@@ -1185,7 +1254,7 @@ class Printer:
 
     def end(self, content: str) -> None:
         if self.live:
-            calls, before, _ = recover_tool_calls(content, self.known, *self.quoting)
+            calls, before, _ = recover_tool_calls(content, self.known, self.quoting)
             self.show(split_thinking(before if calls else content)[1].rstrip() + "\n")
 
     def show(self, text: str) -> None:

@@ -112,7 +112,7 @@ class Replay:
             return False
         try:
             made = replies.completion(sent, None, None, "replay").choices[0].message
-            known, quoting = parameters(tools or []), replies.quotable(messages)
+            known, quoting = parameters(tools or []), replies.quoted_texts(messages)
             repaired, _ = replies.reply_message(made, messages, known, quoting)
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
             return False

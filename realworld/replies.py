@@ -117,7 +117,7 @@ class Client:
             request |= {"stream": True, "stream_options": {"include_usage": True}}
         if self.trace:
             trace_request(model, messages, tools or [])
-        send, quoting = self.inner.chat.completions.create, quotable(messages)
+        send, quoting = self.inner.chat.completions.create, quoted_texts(messages)
         # the tools this request offers: a call written as text is read as one of them
         known = parameters(tools or [])
         started = time.monotonic()
@@ -665,54 +665,15 @@ def completion(message: dict, finish_reason: str | None, usage, model: str, erro
 # --- The reply as the message sent back ----------------------------------------------------------
 
 
-def quotable(messages: list[dict]) -> tuple[list[str], str]:
-    """What the person wrote and the tools returned (a reply that repeats a call from them quotes
-    it), and the person's last message (which may ask to see a call, not to run it)."""
-    roles = column(messages, "role", set(map(type, messages)) <= {dict})
-    last = len(roles) - 1 - roles[::-1].index("user") if "user" in roles else None
-    asked = "" if last is None else messages[last].get("content")
-    return quoted_texts(messages), asked if isinstance(asked, str) else ""
-
-
 def quoted_texts(messages: list[dict]) -> list[str]:
-    """What the person wrote and the tools returned in messages, and the calls made in them since
-    the last that changed anything (written again as text, one is a recap, never run twice), with
-    the texts compaction put a placeholder or a summary in the place of (compaction.Compacted): a
-    call once read in a tool result, or made, stays a repeat after compaction."""
-    facts = remembered(messages)
-    calls = list(itertools.chain.from_iterable(map(attrgetter("made"), facts)))
-    # written again, a call is a recap while nothing has changed since it; after a write or a
-    # command, the same call (the tests run after a fix) is a step of its own
-    since = next((i for i in range(len(calls) - 1, -1, -1) if calls[i][0] not in READ_ONLY), 0)
-    texts = itertools.chain.from_iterable(map(attrgetter("texts"), facts))
-    return [*texts, *(text for _name, text in calls[since:])]
-
-
-READ_ONLY = {"read_file"}  # the tools whose call changes nothing
-
-
-def calls_made(message: dict) -> list[tuple]:
-    """A message's calls: (name, what made() writes)."""
-    calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    return [
-        (c["function"].get("name") if isinstance(c.get("function"), dict) else None, made(c))
-        for c in calls
-    ]
-
-
-def made(call: dict) -> str:
-    """A call the conversation made, as the JSON payload dialects reads it in."""
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    try:
-        arguments = json.loads(function.get("arguments") or "{}")
-    except (TypeError, ValueError, RecursionError):
-        arguments = {}
-    payload = {"name": function.get("name"), "arguments": arguments}
-    return dialects.Made(json.dumps(payload, ensure_ascii=False))
+    """What the person wrote and the tools returned (a reply that repeats a call from them quotes
+    it), with the texts compaction put a placeholder or a summary in the place of
+    (compaction.Compacted): a call once read in a tool result stays a quotation after compaction."""
+    return list(itertools.chain.from_iterable(map(attrgetter("texts"), remembered(messages))))
 
 
 def reply_message(
-    msg, messages: list[dict], known: dict, quoting=((), ""), given=frozenset()
+    msg, messages: list[dict], known: dict, quoting=(), given=frozenset()
 ) -> tuple[dict, list[str]]:
     """The reply as the message to append and send back, and what had to be repaired in it.
 
@@ -721,7 +682,7 @@ def reply_message(
     whatever comes next), but for what every server needs made explicit (rule 1): content a string,
     never null (Ollama's and Mistral's templates reject null), and each tool call with a unique id,
     a type and JSON arguments. known: the tools offered ({name: parameter names}); quoting: what
-    the conversation lets a reply quote (quotable()); given: the ids of calls given before, in
+    the conversation lets a reply quote (quoted_texts()); given: the ids of calls given before, in
     other conversations too, which a new call may not take."""
     sent = msg.model_dump(mode="json", exclude_unset=True, warnings=False)
     message = {
@@ -735,7 +696,7 @@ def reply_message(
     as_text = not calls and bool(message["content"]) and config.TEXT_CALLS != "off"
     if as_text:
         calls, message["content"], repairs = dialects.recover_tool_calls(
-            message["content"], known, *quoting
+            message["content"], known, quoting
         )
     # one reply can hold thousands: the step's results stay bounded
     if len(calls) > config.MAX_CALLS:
@@ -812,11 +773,10 @@ def estimate(messages: list[dict], tools: list[dict] | None = None) -> int:
 
 class Facts(NamedTuple):
     """What the agent reads of one message on every request: its size in bytes, the texts a reply
-    may quote, the calls it made (name, what made() writes) and their ids."""
+    may quote and its calls' ids."""
 
     size: int
     texts: tuple
-    made: tuple
     ids: tuple
 
 
@@ -827,7 +787,6 @@ def facts(message: dict) -> Facts:
     return Facts(
         message_size(message),
         (content, *getattr(content, "replaced", ())) if quoted else (),
-        tuple(calls_made(message)),
         tuple(c.get("id") for c in calls if isinstance(c, dict)),
     )
 
@@ -1067,7 +1026,10 @@ CONTEXT_FULL = Pattern(
     # Moonshot v1 "model max length exceeded, max length:8192" (MoonshotAI-Cookbook#18), Zhipu's
     # 1261 "Prompt exceeds max length", OpenAI's advice that vLLM, Groq and Cerebras copy
     r"|max(?:imum)? length exceeded|exceeds? (?:the )?max(?:imum)? length"
-    r"|reduce the length of the messages",
+    r"|reduce the length of the messages"
+    # SambaNova's "maximum supported sequence length" (cline/cline#294), TGI's and vLLM's input
+    # length, LM Studio's "prompt token count of N exceeds the limit of M"
+    r"|sequence length|(?:prompt|input)(?: token)? (?:count|length)",
     re.I,
 )
 # The window a context error names, in the words servers use (each source's own message):
@@ -1085,7 +1047,7 @@ WINDOW = Pattern(
     rf"(?:context (?:length|window|size)|n_ctx|maximum|max\b|allowed|limit|exceeds?\b|supports"
     rf"|less than|context tokens is)(?:(?!\bby\b|exceeded|requested|\bhas\b|contains)\D)"
     # not "exceeded ... by N" (Ollama), "exceeded: N" or "requested N": the request's own count
-    rf"{{0,28}}?{COUNT}{ASKED}"
+    rf"{{0,40}}?{COUNT}{ASKED}"
     rf"|{COUNT}\s*(?:tokens?\s*)?(?:maximum|max\b|context|limit|allowed)"
     rf"|should be \[\d+,\s*{COUNT}\]",  # DashScope: "Range of input length should be [1, N]"
     re.I,
@@ -1105,12 +1067,20 @@ def window_of(error: Exception) -> int | None:
     """The context window a context error names, in tokens, or None when it names none; never
     the error's code (Zhipu's 1261 "Prompt exceeds max length")."""
     text, code = error_words(error)[:4_000], getattr(error_body(error), "get", dict().get)("code")
-    matches = [*COMPARED.finditer(text), *WINDOW.finditer(text)]
-    for match in matches:
-        size = int(re.sub(r"\D", "", next(g for g in match.groups() if g)))
-        if 512 <= size <= 100_000_000 and str(size) != str(code):  # not a status code, "(400)"
-            return size
+    text = NAMED.sub(lambda name: re.sub(r"\d", "#", name.group()), text)  # DeepSeek-V3-0324
+    for pattern in (COMPARED, WINDOW):  # a comparison first: "198000 + 8192 > 200000"
+        sizes = [
+            int(re.sub(r"\D", "", next(g for g in m.groups() if g))) for m in pattern.finditer(text)
+        ]
+        sizes = [n for n in sizes if 512 <= n <= 100_000_000 and str(n) != str(code)]  # not "(400)"
+        if sizes:  # of two counts beside a limit's words, the request's is the larger (Cloudflare's
+            return min(
+                sizes
+            )  # "maximum output tokens (N) exceeded this model context window limit (M)")
     return None
+
+
+NAMED = Pattern(r"\b[A-Za-z][\w.-]*\d[\w.-]*")  # a model's name with digits: never a count
 
 
 def error_words(error: Exception) -> str:

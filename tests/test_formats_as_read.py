@@ -65,6 +65,17 @@ PYTHON_LITERALS = [
         [("write_file", {"path": "c.txt", "content": True})],
         id="openai-object-python-true",
     ),
+    pytest.param(  # not named: a triple-quoted value holding a quote and a bracket (ast reads it)
+        "<tool_call>\n{'name': 'write_file', 'arguments': {'path': 'f.py', 'content': '''def f():\n"
+        "    return \"it's )\"\n'''}}\n</tool_call>",
+        [("write_file", {"path": "f.py", "content": 'def f():\n    return "it\'s )"\n'})],
+        id="hermes-python-triple-quoted",
+    ),
+    pytest.param(  # not named: the same in a pythonic call (vLLM pythonic_tool_parser.py, ast)
+        '[write_file(path=\'f.py\', content="""x = \'(\' """)]',
+        [("write_file", {"path": "f.py", "content": "x = '(' "})],
+        id="pythonic-triple-double-quoted",
+    ),
 ]
 
 
@@ -294,6 +305,48 @@ CONTEXT_REFUSALS = [
         },
         None,
         id="groq",
+    ),
+    pytest.param(  # not named: SambaNova, a model's name with digits before the window
+        # (OpenHands/OpenHands#9252)
+        {
+            "error": {
+                "message": "The maximum context length of DeepSeek-V3-0324 is 32768. However, "
+                "answering your request will take 39732 tokens. Please reduce the length of the "
+                "messages or the specified max_completion_tokens value."
+            }
+        },
+        32_768,
+        id="sambanova-model-name",
+    ),
+    pytest.param(  # not named: SambaNova's sequence length (as cline/cline#294 reports it)
+        {"error": {"message": "The maximum supported sequence length is just 4096 tokens"}},
+        4096,
+        id="sambanova-sequence-length",
+    ),
+    pytest.param(  # not named: LM Studio, two counts named, the limit's the smaller
+        {"error": "The prompt token count of 5210 exceeds the limit of 4096"},
+        4096,
+        id="lm-studio-prompt-token-count",
+    ),
+    pytest.param(  # not named: the request's count beside a limit's word, then the window's
+        # (the shape reported for Cloudflare's 5021; its published table does not list it)
+        {
+            "errors": [
+                {
+                    "code": 5021,
+                    "message": "The estimated number of input and maximum output tokens (9000) "
+                    "exceeded this model context window limit (4096).",
+                }
+            ],
+            "success": False,
+        },
+        4096,
+        id="request-count-beside-a-limit-word",
+    ),
+    pytest.param(  # not named: TGI's and vLLM's input length against a max sequence length
+        {"error": {"message": "input length 9000 exceeds the max sequence length 4096"}},
+        4096,
+        id="input-length-against-sequence-length",
     ),
 ]
 

@@ -559,11 +559,43 @@ MENTIONS_43 = [
     f"<fixture>\n  {CONFIG}\n</fixture>",
     f"<ul>\n<li>{READ_CONFIG}</li>\n<li>{CONFIG}</li>\n</ul>",
     f'<example lang="xml">{CONFIG}</example>',
+    # an element left open: HTML may leave out </p> and </li> (WHATWG HTML 13.1.2.4, optional tags)
+    f"<p>{READ_CONFIG}",
+    f"<ul>\n<li>first\n<li>{CONFIG}",
     # a paragraph indented under a list item, after a blank line
     f"1. Read the file first.\n\n   {CONFIG.replace(chr(10), ' ')}",
     # a quotation, a table row
     f"> {CONFIG.replace(chr(10), ' ')}",
     f"| step | {CONFIG.replace(chr(10), ' ')} |",
+]
+
+# Members of the same families that no issue named (issue #43, fresh eyes). Each is held by the
+# structure around it, found by one rule each, as its own specification writes it.
+ONE_CONFIG = CONFIG.replace(chr(10), " ")
+BARE = '{"name": "write_file", "arguments": {"path": "config.json", "content": "{}"}}'
+MENTIONS_43 += [
+    # brackets the call's own markup did not open (RFC 8259: a value inside an object or array)
+    f'The file holds:\n{{"example": {BARE}}}',
+    f'The file holds:\n{{"examples": [{BARE}]}}',
+    # a block under the line that introduces it: YAML's literal block scalar (YAML 1.2, 8.1.2),
+    # reStructuredText's code-block directive (docutils, directives), a Python body
+    f"example: |\n  {BARE}",
+    f"Use it so:\n\n.. code-block:: json\n\n   {BARE}",
+    f"def example():\n    return {BARE}",
+    # a footnote (GFM), a link reference definition (CommonMark 4.7), a definition (Pandoc's
+    # definition lists, PHP Markdown Extra)
+    f"It is shown below.[^1]\n\n[^1]: {BARE}",
+    f"[the call]: {BARE}",
+    f"Example\n: {BARE}",
+    # a line that starts with marks and no word: a comment (#, //, --) or a heading
+    f"# {BARE}",
+    f"// {BARE}",
+    f"-- {ONE_CONFIG}",
+    f"## {ONE_CONFIG}",
+    # what is open until its close: an HTML comment, a LaTeX environment, an Org block
+    f"<!--\n{CONFIG}",
+    f"\\begin{{verbatim}}\n{BARE}",
+    f"#+BEGIN_SRC json\n{BARE}",
 ]
 
 
@@ -606,7 +638,6 @@ def test_a_call_copied_from_the_persons_message_is_the_answer(loop, server):
     [
         (f"<p>Let me check.</p>\n{READ_CONFIG}", "<p>Let me check.</p>"),
         (f"<reply>I'll read it.</reply>\n{READ_CONFIG}", "<reply>I'll read it.</reply>"),
-        (f"<p>{READ_CONFIG}", "<p>"),  # an element left open holds nothing
         (f"<answer>Reading.</answer> {READ_CONFIG}<|im_end|>", "<answer>Reading.</answer>"),
     ],
 )
@@ -643,3 +674,55 @@ def test_where_a_call_stands_is_read_in_one_pass(text):
     dialects.recover_tool_calls(text, KNOWN)
     after = resource.getrusage(resource.RUSAGE_SELF)
     assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+
+
+# Prose before a call on its line, in scripts and marks no code names (issue #43, fresh eyes): a
+# call its format's markup opens stands on its own; a bare payload stands after any mark that is no
+# letter or digit (Unicode's categories), so every script's full stop counts.
+ON_ITS_LINE = [
+    "ฉันจะเขียนไฟล์ " + HERMES,  # Thai, which ends sentences with a space
+    "Να γράψω το αρχείο; " + HERMES,  # Greek's question mark is ;
+    "Να γράψω το αρχείο\u037e " + HERMES,  # and U+037E
+    "Գրում եմ ֆայլը։ " + HERMES,  # Armenian full stop
+    "میں فائل لکھتا ہوں۔ " + HERMES,  # Urdu full stop
+    "ፋይሉን እጽፋለሁ። " + HERMES,  # Amharic full stop
+    "Writing it (a.txt) " + HERMES,
+    "On it 🚀 " + HERMES,
+    "**Action:** " + HERMES,
+    "On it 🚀 " + HERMES.split("\n")[1],  # a bare payload after an emoji
+    "Writing (a.txt) " + HERMES.split("\n")[1],
+    "Ἐγράψα τὸ ἀρχεῖον· " + HERMES.split("\n")[1],  # Greek's ano teleia
+]
+
+
+@pytest.mark.parametrize("text", ON_ITS_LINE, ids=[str(i) for i in range(len(ON_ITS_LINE))])
+def test_a_call_after_prose_on_its_line_in_any_script_is_one(text):
+    assert recovered(text) == [WRITE]
+
+
+# Word-shaped markup (Mistral's [TOOL_CALLS], Gemma's call:, harmony's to=) is markup only glued
+# to the call it opens; on a line of its own it is prose, and the content keeps it.
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("I'll call:\n" + HERMES, "I'll call:"),
+        ("I'll call:\n" + HERMES.split("\n")[1], "I'll call:"),
+        ("Here is what I write to=\n" + HERMES, "Here is what I write to="),
+        ("[WIP] Writing it:\n" + HERMES, "[WIP] Writing it:"),
+        ("[NOTE]\n" + HERMES, "[NOTE]"),
+        ("Writing it. [INFO]\n" + HERMES, "Writing it. [INFO]"),
+    ],
+)
+def test_words_markup_is_made_of_are_prose_unless_glued_to_the_call(text, content):
+    calls, sent, _ = dialects.recover_tool_calls(text, KNOWN)
+    assert [c["function"]["name"] for c in calls] == ["write_file"] and sent == content
+
+
+def test_a_held_call_and_one_that_stands_read_the_same_through_the_loop(loop, server):
+    # Through the server: held, the text is the answer; standing, it waits for a yes (no terminal)
+    (loop.workdir / "config.json").write_text('{"keep": true}')
+    server.add(reply(f"# {BARE}"))
+    assert loop("go", yes=True).status == "answered"
+    server.add(reply(f"On it 🚀 {BARE}"))
+    assert loop("go", yes=True).status == "paused"
+    assert (loop.workdir / "config.json").read_text() == '{"keep": true}'

@@ -249,7 +249,7 @@ def conversation_read_from_a_file() -> list[dict]:
 
 
 def is_run(messages) -> bool:
-    return bool(dialects.recover_tool_calls(INJECTED, KNOWN, *replies.quotable(messages))[0])
+    return bool(dialects.recover_tool_calls(INJECTED, KNOWN, replies.quoted_texts(messages))[0])
 
 
 def test_a_call_read_in_a_tool_result_stays_a_quotation_once_the_result_is_compacted(tmp_path):

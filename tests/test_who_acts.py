@@ -34,8 +34,8 @@ HERMES = (
 PLAN_LIST = "\n1. a.txt\n2. b.txt\n\n"
 
 
-def recovered(text: str, quoted_in=(), asked: str = "") -> list:
-    calls = dialects.recover_tool_calls(text, KNOWN, quoted_in, asked)[0]
+def recovered(text: str, quoted_in=()) -> list:
+    calls = dialects.recover_tool_calls(text, KNOWN, quoted_in)[0]
     return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
 
 
@@ -308,7 +308,7 @@ REALISTIC_LEAKS = [
 
 @pytest.mark.parametrize("text", REALISTIC_LEAKS)
 def test_realistic_replies_of_small_models_run(text):
-    assert len(recovered(text, asked="fix the failing test")) == 1
+    assert len(recovered(text)) == 1
 
 
 def test_what_is_remembered_of_a_conversation_is_what_reading_it_afresh_gives():
@@ -377,7 +377,7 @@ def test_conversations_read_in_two_threads_are_each_read_as_they_are():
             conversation.append({"role": "tool", "tool_call_id": "x", "content": str(i)})
             if replies.remembered(conversation) != [replies.facts(m) for m in conversation]:
                 wrong.append(i)
-            replies.quotable(conversation)
+            replies.quoted_texts(conversation)
 
     wrong = []
     threads = [
@@ -392,11 +392,13 @@ def test_conversations_read_in_two_threads_are_each_read_as_they_are():
 
 
 def test_a_message_changed_in_place_is_counted_again():
-    # a learner edits messages at a Python prompt: the size estimate and the calls made follow
+    # a learner edits messages at a Python prompt: the size estimate and the quoted texts follow
     messages = [
-        {"role": "assistant", "content": "", "tool_calls": [call("read_file", {"path": "a"})]}
+        {"role": "assistant", "content": "", "tool_calls": [call("read_file", {"path": "a"})]},
+        {"role": "tool", "tool_call_id": "x", "content": "b"},
     ]
     before = replies.estimate(messages)
     messages[0]["tool_calls"][0]["function"]["arguments"] = json.dumps({"path": "a" * 3000})
     assert replies.estimate(messages) > before + 900
-    assert "a" * 3000 in "".join(replies.quoted_texts(messages))
+    messages[1]["content"] = "b" * 3000
+    assert replies.quoted_texts(messages) == ["b" * 3000]
