@@ -16,7 +16,9 @@ from pathlib import Path
 os.environ["AGENT_RUNS"] = tempfile.mkdtemp(prefix="agent-test-runs-")
 
 import forkserver
+import offline
 import pytest
+from offline import reaches_no_further_than_loopback  # noqa: F401 (autouse: every test offline)
 from scripted_server import ScriptedServer, call, reply
 
 import agent as agent_module
@@ -24,6 +26,7 @@ import config
 from realworld import replies
 
 atexit.register(shutil.rmtree, os.environ["AGENT_RUNS"], ignore_errors=True)
+offline.go_offline(os.path.join(os.environ["AGENT_RUNS"], "offline.log"))  # before any child
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = ROOT / "agent.py"
 KEY = "sk-test-7f3a9c-secret"
