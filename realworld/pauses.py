@@ -255,18 +255,20 @@ def explain(messages: list[dict]) -> str:
 
 
 def how_to_go_on(events_path, calls: list[dict], settings: dict, replayed: bool = False) -> str:
-    """The line the command line prints when a run pauses: the way on, naming the codes of the
-    calls shown and the settings the run had (they came from the person), so that pasted as it
-    is it runs what was shown, where it would have run."""
+    """What the command line prints when a run pauses: the way on on a line of its own, naming the
+    codes of the calls shown and the settings the run had (they came from the person), so that
+    the line pasted into a shell whole runs what was shown, where it would have run."""
     if replayed:
         return f"paused: {counted(calls)} wait for your yes, and {replay_has_no_one(calls)}"
     program = quoted(sys.argv[0]) if sys.argv[0].endswith(".py") else "agent.py"
     path = quoted(str(events_path))
     codes = "".join(f" {code(c)}" for c in calls)
     return (
-        f"paused: {counted(calls)} wait for your yes; go on with: {as_options(settings)}"
-        f"python {program} --resume {path} --approve{codes}{as_flags(settings)} (name fewer "
-        f"codes to approve fewer), or --reject 'why'; --show {path} shows them again"
+        f"paused: {counted(calls)} wait for your yes; go on with:\n"
+        f"{as_options(settings)}python {program} --resume {path} --approve{codes}"
+        f"{as_flags(settings)}\n"
+        f"(name fewer codes to approve fewer, or --reject 'why' in place of --approve to decline; "
+        f"python {program} --show {path} shows them again)"
     )
 
 

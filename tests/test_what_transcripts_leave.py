@@ -9,6 +9,7 @@ readers (RecursionError past about a thousand levels).
 """
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -163,18 +164,24 @@ def test_the_codes_still_approve_what_show_prints(agent, server):
 # --- The way on: the run's settings, pasted word for word -----------------------------------------
 
 
-def way_on(stderr: str) -> list[str]:
-    """The command the pause printed, as words, to run here."""
-    line = next(each for each in stderr.splitlines() if "go on with: " in each)
-    words = shlex.split(line.split("go on with: ", 1)[1].split(" (name fewer")[0])
-    assert words[0] == "python"
-    return [sys.executable, *words[1:]]
+def way_on(stderr: str) -> str:
+    """The line the pause printed under "go on with:", whole (issue #46: it stands alone)."""
+    lines = stderr.splitlines()
+    at = next(i for i, each in enumerate(lines) if each.endswith("go on with:"))
+    return lines[at + 1]
 
 
-def paste(words: list[str], folder) -> subprocess.CompletedProcess:
-    """The words run as a person runs what they pasted, in folder."""
+def paste(line: str, folder) -> subprocess.CompletedProcess:
+    """The line pasted into a shell as a person pastes it, in folder; `python` is this one."""
+    bin_dir = folder / "python-here"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
     env = clean_env(AGENT_API_KEY=KEY)
-    return subprocess.run(words, cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    return subprocess.run(
+        ["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 @posix_only
@@ -193,11 +200,12 @@ def test_the_printed_way_on_pasted_as_it_is_goes_on_where_the_run_was(
     result, _ = paused(
         agent, server, call("run_shell", {"command": "echo hi > here"}, "c1"), extra=extra
     )
-    words = way_on(result.stderr)
+    line = way_on(result.stderr)
+    words = shlex.split(line)
     assert ("--sandbox" in words) is sandbox and "--model=m-1" in words
     assert f"--workdir={own}" in words
     server.add(reply("done"))
-    pasted = paste(words, tmp_path)
+    pasted = paste(line, tmp_path)
     assert pasted.returncode == 0, pasted.stderr
     assert (own / "here").read_text() == "hi\n" and not (agent.workdir / "here").exists()
     assert ("commands run in a sandbox" in pasted.stderr) is sandbox
@@ -215,9 +223,8 @@ def test_a_way_on_without_the_runs_settings_refuses_in_one_line_saying_what_to_a
     result, _ = paused(
         agent, server, call("run_shell", {"command": "echo hi > here"}, "c1"), extra=extra
     )
-    words = way_on(result.stderr)
-    words = [w for w in words if not w.startswith(f"{left_out}=")]
-    pasted = paste(words, tmp_path)
+    words = [w for w in shlex.split(way_on(result.stderr)) if not w.startswith(f"{left_out}=")]
+    pasted = paste(shlex.join(words), tmp_path)
     assert pasted.returncode == 2 and not (own / "here").exists()
     (line,) = pasted.stderr.strip().splitlines()
     assert (
@@ -359,12 +366,12 @@ def test_a_transcript_cut_back_to_a_pause_already_gone_on_from_is_not_approved_a
 def test_another_transcripts_pause_copied_in_is_not_approved_by_a_bare_approve(agent, server):
     old, _ = paused(agent, server, call("run_shell", {"command": "touch evil"}, "c1"))
     new, _ = paused(agent, server, call("run_shell", {"command": "touch good"}, "c9"))
-    words = way_on(new.stderr)
+    line = way_on(new.stderr)
     new.transcript.write_bytes(old.transcript.read_bytes())
     refused = agent("--resume", str(new.transcript), "--approve")
     assert refused.returncode == 2 and not (agent.workdir / "evil").exists()
     # the way on the new pause printed names its codes: pasted, it names nothing that waits now
-    pasted = paste(words, agent.tmp_path)
+    pasted = paste(line, agent.tmp_path)
     assert pasted.returncode == 2 and not (agent.workdir / "evil").exists()
     assert "no call waiting in the transcript has the code" in pasted.stderr
 
