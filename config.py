@@ -14,8 +14,9 @@ and nothing from it reaches the environment of the commands the agent runs.
 import argparse
 import importlib.util
 import os
+import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 from urllib.parse import unquote, urlsplit
 
 HERE = Path(__file__).resolve().parent
@@ -269,6 +270,12 @@ def examples_of(prog: str) -> str:
     return text.replace("python agent.py", f"python {prog}")
 
 
+def one_line_error(message: str) -> NoReturn:
+    """A malformed option in one line on stderr, exit status 2, as argparse exits."""
+    print(f"agent: {message} (python agent.py --help lists the options)", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def parse_options(
     argv: list[str] | None, prog: str = "agent.py", tools: tuple = ()
 ) -> argparse.Namespace:
@@ -372,6 +379,7 @@ def parse_options(
         metavar=("TRANSCRIPT", "PAGE"),
         help="write a transcript as one HTML page to open in a browser",
     )
+    parser.error = one_line_error  # the docs promise one line, not argparse's usage
     options = parser.parse_args(argv)
     missing = [name for name in ("openai", "dotenv") if importlib.util.find_spec(name) is None]
     if missing and not (options.show or options.html):  # --show and --html need neither

@@ -16,6 +16,12 @@ import sys
 
 from openai import OpenAI
 
+USAGE = "usage: " + __doc__.split("Usage: ", 1)[1].rstrip()
+if sys.argv[1:2] in (["-h"], ["--help"]):
+    print(USAGE)
+    sys.exit(0)
+if len(sys.argv) < 4:  # bench/loop.py gives all three
+    sys.exit(USAGE)
 base_url, model, request_path = sys.argv[1:4]
 with open(request_path, encoding="utf-8") as f:
     request = json.load(f)

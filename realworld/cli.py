@@ -112,6 +112,9 @@ def command(program: Program, argv: list[str] | None) -> int:
     if config.SANDBOX and (problem := sandbox.problem(options.workdir)):
         say(f"agent: {problem}")
         return 2
+    if options.task and not " ".join(options.task).strip() and approvals is None:
+        say('agent: the task is empty. Give one, as in: python agent.py "list the files"')
+        return 2  # said before the key: a key would not make it a task
     if not options.replay and not config.API_KEY and not replies.is_loopback(options.base_url):
         say(
             f"agent: no API key for {options.base_url}. Set AGENT_API_KEY (or DEEPSEEK_API_KEY) "
@@ -396,8 +399,10 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
 COMMANDS = {
     "/compact": "make room in the conversation now (lesson 10)",
     "/help": "these commands",
-    "exit": "end the session (Ctrl-D too)",
+    "exit": "end the session (quit, /exit, /quit and 退出 too, or Ctrl-D)",
 }
+EXIT = {"exit", "quit", "/exit", "/quit", "退出"}  # the README.zh's word too
+CTRL_C = "Ctrl-C: stops the step under way (a request or a command); at the prompt, a new prompt"
 
 
 def slash(line: str, messages: list[dict], tools: list, options, client, transcript) -> None:
@@ -410,7 +415,7 @@ def slash(line: str, messages: list[dict], tools: list, options, client, transcr
             offered = schemas(tools)
             compaction.compact(messages, client, options.model, offered, transcript, asked=True)
     elif line == "/help":
-        say("; ".join(f"{name}: {what}" for name, what in COMMANDS.items()))
+        say("; ".join(f"{name}: {what}" for name, what in COMMANDS.items()) + f"; {CTRL_C}")
     else:
         known = ", ".join(COMMANDS)
         say(f"agent: {pauses.one_line(line[:40])} is no command ({known}); nothing was sent")
@@ -429,7 +434,7 @@ def tasks():
                 raise
             say("")
             continue
-        if not line or line.strip() == "exit":
+        if not line or line.strip() in EXIT:
             # Ctrl-D: the shell's prompt then starts a line of its own
             say("", end="" if line else "\n")
             return

@@ -261,3 +261,27 @@ def test_an_answer_the_console_cannot_encode_is_printed_with_replacements_and_ex
     result = agent("go", env=clean_env(AGENT_API_KEY=KEY, PYTHONIOENCODING="ascii"))
     assert (result.returncode, result.stdout) == (0, "caf? ?\n"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_empty_task_is_said_before_a_missing_key_and_a_bad_flag_in_one_line(tmp_path):
+    # issue #46: the key was asked for first, and argparse printed 8 lines of usage (no key here)
+    empty = run_offline(tmp_path, "")
+    assert empty.returncode == 2
+    assert empty.stderr.strip().splitlines() == [
+        'agent: the task is empty. Give one, as in: python agent.py "list the files"'
+    ]
+    bad = run_offline(tmp_path, "--budget", "x", "hi")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "agent: argument --budget: 'x' is not a number of at least 0 "
+        "(python agent.py --help lists the options)"
+    ]
+
+
+def test_the_baselines_help_is_its_usage_and_no_traceback():
+    ran = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "baseline.py"), "--help"],
+        capture_output=True,
+        text=True,
+    )
+    assert ran.returncode == 0 and ran.stdout.startswith("usage: python bench/baseline.py")
+    assert "Traceback" not in ran.stderr

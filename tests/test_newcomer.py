@@ -358,3 +358,19 @@ def test_a_hint_names_the_setting_the_way_the_person_gave_it(agent, server):
     result = agent("--yes", "go")
     assert result.returncode == 1 and "Check --base-url (many servers" in result.stderr
     assert "AGENT_BASE_URL" not in result.stderr
+
+
+@posix_only
+@pytest.mark.parametrize("word", ["exit", "quit", "/exit", "/quit", "退出"])
+def test_each_way_to_end_the_session_ends_it_and_sends_nothing(agent, server, word):
+    # issue #46: /exit, /quit and 退出 were "no command" or sent as a task
+    result = agent("--yes", terminal=f"{word}\nnever sent\n")
+    assert result.returncode == 0 and server.requests == [], result.stderr
+
+
+@posix_only
+def test_help_at_the_prompt_says_what_ctrl_c_does(agent, server):
+    result = agent("--yes", terminal="/help\nexit\n")
+    assert "Ctrl-C: stops the step under way (a request or a command); at the prompt, a new " in (
+        result.stderr
+    )
