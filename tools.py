@@ -26,7 +26,16 @@ from typing import NamedTuple
 
 import config
 from realworld import own, processes, sandbox
-from realworld.guards import MAX_DEPTH, clip, joined, nested_deeper, say, shorten, visible
+from realworld.guards import (
+    MAX_DEPTH,
+    arguments_line,
+    clip,
+    joined,
+    nested_deeper,
+    say,
+    shorten,
+    visible,
+)
 from realworld.protected import is_configuration, makes_repository
 
 
@@ -193,7 +202,7 @@ def run_call(
     tools: what the run offers; only those run. given: what the run gives a tool that names it as
     a keyword-only parameter (workdir for the three; a program's own tool may name the rest of the
     run: messages, tools, client, model, yes, transcript); yes: run a command without asking."""
-    say(f"  → {name}({shorten(arguments, 120)})")
+    say(f"  → {name}({arguments_line(arguments, 120)})")
     # What a call returned is kept the moment it returns, in the same statement (run()'s "ran",
     # by the call's id): q in pdb, Ctrl-C or a signal after it cannot make it a call not run.
     ran, key = given.get("ran", {}), in_flight(given.get("messages"), name, arguments)
@@ -333,7 +342,7 @@ def declined(name: str, arguments: str, reason: str) -> str:
     """The result of a call the person declined before it could run (after a pause), as
     consent() words it; shown as run_call() shows a call."""
     result = f"error: {declined_by_the_user(reason)}"
-    say(f"  → {name}({shorten(arguments, 120)})")
+    say(f"  → {name}({arguments_line(arguments, 120)})")
     say(f"  ✗ {shorten(result, 160)}")
     return clip(result)
 

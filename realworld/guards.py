@@ -73,6 +73,13 @@ def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def arguments_line(arguments: str, limit: int) -> str:
+    """A call's arguments on one line of at most limit characters, every blank kept as sent: a
+    line break or a tab as \\n or \\t (issue #46: collapsed, "    return" read " return")."""
+    text = str(arguments).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def clean_text(value) -> str:
     """A string the server sent as valid Unicode ("" for anything else): a surrogate pair split
     across two stream chunks is joined, a lone surrogate becomes U+FFFD. Neither can be written as

@@ -19,7 +19,7 @@ import html
 import json
 
 from realworld import dialects, pauses, replies, runs
-from realworld.guards import hide_secrets, shorten, visible
+from realworld.guards import arguments_line, hide_secrets, shorten, visible
 from realworld.runs import Request
 from tools import shown_command, written_as_text
 
@@ -631,10 +631,8 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
             yield f"assistant: {text}"
         for call in message.get("tool_calls", []):
             as_text = " [written as text]" if written_as_text(call.get("id")) else ""
-            yield (
-                f"  → {call['function']['name']}({shorten(call['function']['arguments'], 300)})"
-                + as_text
-            )
+            function = call["function"]
+            yield f"  → {function['name']}({arguments_line(function['arguments'], 300)}){as_text}"
     elif kind == "tool/result":
         yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
     elif kind == "turn/end" and event["status"] == "paused" and "under" in event:

@@ -24,7 +24,7 @@ from pathlib import Path
 import config
 import tools
 from realworld import own, runs, transcripts
-from realworld.guards import say, shorten, shown_url, visible
+from realworld.guards import arguments_line, say, shown_url, visible
 
 
 class NotApproved(ValueError):
@@ -120,7 +120,7 @@ def close_open_calls(messages: list[dict], reason: str, transcript, only=None) -
     messages.extend(closing)
     for call, tool_message in zip(still_open, closing, strict=True):
         name = call["function"]["name"]
-        say(f"  ✗ {name}({shorten(call['function']['arguments'], 120)}): {reason}")
+        say(f"  ✗ {name}({arguments_line(call['function']['arguments'], 120)}): {reason}")
         transcripts.record_message(transcript, tool_message, name=name, ok=False)
 
 

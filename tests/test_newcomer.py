@@ -3,6 +3,7 @@ they teach, pdb that quits where asked, and the rough edges a newcomer meets, ea
 a quiet exit."""
 
 import ast
+import json
 import os
 import pty
 import re
@@ -23,7 +24,7 @@ from conftest import (
     posix_only,
     run_offline,
 )
-from scripted_server import Error, reply
+from scripted_server import Error, call, reply
 
 from realworld import page, transcripts
 
@@ -374,3 +375,14 @@ def test_help_at_the_prompt_says_what_ctrl_c_does(agent, server):
     assert "Ctrl-C: stops the step under way (a request or a command); at the prompt, a new " in (
         result.stderr
     )
+
+
+def test_the_step_line_shows_a_calls_arguments_with_every_blank_as_sent(loop, server):
+    # issue #46: lesson 09's "def add(a, b):\n    return a + b\n" showed as "\n return"
+    content = "def add(a, b):\n    return a + b\n\tdone"
+    server.add(reply(tool_calls=[call("write_file", {"path": "add.py", "content": content})]))
+    server.add(reply("written"))
+    ran = loop("write add.py", yes=True)
+    shown = json.dumps({"path": "add.py", "content": content})
+    assert f"  → write_file({shown})" in ran.stderr
+    assert "\\n    return a + b\\n\\tdone" in ran.stderr
