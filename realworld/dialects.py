@@ -12,7 +12,6 @@ the leak.
 
 import bisect
 import functools
-import itertools
 import json
 import re
 import sys
@@ -174,9 +173,16 @@ def marked_thinking(content: str) -> tuple[str, str]:
     """Thinking between markers that name it, or under Granite's headers; blocks one after
     another are all thinking."""
     thinking, answer = one_thinking(content)
-    while thinking and (more := one_thinking(answer))[0]:
-        thinking, answer = thinking + "\n" + more[0], more[1]
-    return thinking, answer
+    pieces = [thinking]
+    # each block reads the rest again: past MOST_BLOCKS (no model writes so many), the rest is
+    # the answer, so that a reply of thousands of closing marks is read in bounded time
+    while thinking and len(pieces) < MOST_BLOCKS and (more := one_thinking(answer))[0]:
+        pieces.append(more[0])
+        answer = more[1]
+    return "\n".join(pieces), answer
+
+
+MOST_BLOCKS = 64
 
 
 def one_thinking(content: str) -> tuple[str, str]:
@@ -184,7 +190,7 @@ def one_thinking(content: str) -> tuple[str, str]:
     header = THINK_HEADER.match(content)
     if header:
         return header.group(1), response(content[header.end() :])
-    outside = None  # found once, when a closing mark first needs it
+    outside, read_to = None, 0  # found when a closing mark first needs it, for the text up to it
     for mark in THINK_MARK.finditer(content):
         closing = bool(CLOSING.search(mark.group()))
         if not closing and not content[: mark.start()].strip(BLANK):  # thinking opens the reply
@@ -195,7 +201,12 @@ def one_thinking(content: str) -> tuple[str, str]:
             if close is None:
                 return content[mark.end() :], ""
             return content[mark.end() : close.start()], response(content[close.end() :])
-        outside = outside or (outside_code(content) if closing else None)
+        line_end = content.find("\n", mark.end()) % (len(content) + 1)  # -1: the end
+        if closing and line_end > read_to:
+            # whether a place is code depends on the text up to its line's end only: read that
+            # much (doubled each time), so that thousands of blocks are read in one pass
+            read_to = max(line_end, 2 * read_to)
+            outside = outside_code(content[:read_to])
         if closing and ends_thinking(content, mark.start(), len(mark.group()), outside):
             return content[: mark.start()], response(content[mark.end() :])
         if not closing:
@@ -313,11 +324,24 @@ OTHER_KEYS = {"type", "id", "index", "call_id", "tool_call_id"}
 
 def json_at(text: str, at: int):
     """(the JSON value that starts at text[at], where it ends), or None; None too when an object
-    gives one key twice (which value is meant is a guess)."""
-    try:
-        return json.JSONDecoder(strict=False, object_pairs_hook=once).raw_decode(text, at)
-    except (ValueError, RecursionError):
-        return None
+    gives one key twice (which value is meant is a guess). Read in a window that grows while the
+    value runs past it: json's error counts the lines before it, which is the whole text once a
+    reply holds thousands of names."""
+    size = 4096
+    while True:
+        piece, cut = text[at : at + size], at + size < len(text)
+        try:
+            value, end = DECODER.raw_decode(piece)
+        except json.JSONDecodeError as error:
+            inside = error.pos < len(piece) - 64 and not error.msg.startswith("Unterminated")
+            if not cut or inside:
+                return None
+        except (ValueError, RecursionError):
+            return None
+        else:
+            if not cut or end < len(piece):
+                return value, at + end
+        size *= 4
 
 
 def python_at(text: str, at: int, limit: int = 100_000):
@@ -354,6 +378,9 @@ def once(pairs: list) -> dict:
     if len(value) != len(pairs):
         raise ValueError("a key given twice")
     return value
+
+
+DECODER = json.JSONDecoder(strict=False, object_pairs_hook=once)
 
 
 def arguments_of(value) -> dict | None:
@@ -399,24 +426,33 @@ def object_around(text: str, name: re.Match, _wanted=None, decode=None):
     return best
 
 
-OPENS_OBJECT = ("\n{", ">{", "\n {", "> {")  # Hermes' <tool_call>\n{...}, the name anywhere in it
 FAR = 20_000  # how far before its name an object that opens a line may begin ("arguments" first)
 
 
 def starts_before(text: str, at: int) -> list[int]:
     """Where a call object holding text[at] may begin: up to three { shortly before it, and the
-    last { that opens a line or follows a tag; nearest first."""
+    last { that opens a line or follows a tag (LINE_OBJECT); nearest first."""
     starts, start = [], at
     for _ in range(3):
         start = text.rfind("{", max(0, at - 300), start)
         if start < 0:
             break
         starts.append(start)
-    found = [(i, o) for o in OPENS_OBJECT if (i := text.rfind(o, max(0, at - FAR), at)) >= 0]
-    opens = max((i + len(o) - 1 for i, o in found), default=-1)
+    lines = line_objects(text)  # found once for the text: each name looks them up by bisection
+    index = bisect.bisect_left(lines, at) - 1
+    opens = lines[index] if index >= 0 and lines[index] >= at - FAR else -1
     if opens >= 0 and (not starts or opens < starts[-1]):
         starts.append(opens)
     return starts
+
+
+@functools.lru_cache(maxsize=8)
+def line_objects(text: str) -> list[int]:
+    """Where each { that opens a line or follows a tag stands, in order."""
+    return [m.end() - 1 for m in LINE_OBJECT.finditer(text)]
+
+
+LINE_OBJECT = Pattern(r"(?<=[\n>]) ?\{")  # Hermes' <tool_call>\n{...}, the name anywhere in it
 
 
 def object_after(text: str, name: re.Match, _wanted=None, decode=None):
@@ -450,12 +486,14 @@ HEAD = Pattern(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
 # FunctionGemma's and Gemma 4's {key:<escape>value<escape>, n:42}: keys bare, strings between
 # escape tokens (vLLM functiongemma_tool_parser.py, gemma4_tool_parser.py).
 GEMMA_OBJECT = Pattern(
-    r"\{((?:\s*\w{1,64}:(?:<escape>.*?<escape>|<\|\"\|>.*?<\|\"\|>|\"(?:[^\"\\]|\\.)*\""
+    r"\{((?:\s*\w{1,64}:(?:<escape>(?:(?!<escape>).)*<escape>|<\|\"\|>(?:(?!<\|\"\|>).)*<\|\"\|>"
+    r"|\"(?:[^\"\\]|\\.)*\""
     r"|[^,{}<]{0,200})\s*,?)*)\}",
     re.S,
 )
 GEMMA_PAIR = Pattern(
-    r"\s*(\w{1,64}):(?:<escape>(.*?)<escape>|<\|\"\|>(.*?)<\|\"\|>|(\"(?:[^\"\\]|\\.)*\")"
+    r"\s*(\w{1,64}):(?:<escape>((?:(?!<escape>).)*)<escape>|<\|\"\|>((?:(?!<\|\"\|>).)*)<\|\"\|>"
+    r"|(\"(?:[^\"\\]|\\.)*\")"
     r"|([^,{}<]*))",
     re.S,
 )
@@ -668,10 +706,10 @@ READERS = (object_around, object_after, parameters_after, python_call, python_ar
 BRACKETED = (python_call, python_around, python_after)
 
 
-def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[tuple]:
+def payloads(text: str, known: dict[str, list[str]]) -> list[tuple]:
     """Every payload in text that names a known tool with arguments that fit: (name, arguments,
-    start, end), in order, none overlapping. At most limit names are tried, each read once: the
-    reading stays linear in the text."""
+    start, end), in order, none overlapping. Each name is read once, and each reader is bounded:
+    the reading stays linear in the text."""
     if not known:
         return []
     names = re.compile(
@@ -681,7 +719,7 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
         + r")(?![\w-])"
     )
     found, end, unclosed = [], 0, 0
-    for name in itertools.islice(names.finditer(text), limit):
+    for name in names.finditer(text):
         if name.start() < end:
             continue  # inside the payload before
         wanted = known[name.group("name")]
@@ -708,12 +746,23 @@ def payloads(text: str, known: dict[str, list[str]], limit: int = 200) -> list[t
 # call one that copies a call of the person's message or of a tool result (echoes()). What this
 # costs: an example standing alone at the end of a reply is read as a call, and waits for a yes.
 
-# What opens a block that holds the rest of its line: a list item or a table row, a definition
-# (PHP Markdown Extra's and Pandoc's ": "), a link reference definition or footnote (CommonMark
-# 4.7, GFM's [^1]:)
-ITEM = Pattern(r"[ \t]*(?:[-*+•·]|\d{1,3}[.)、]|[A-Za-z][.)]|\||:|\[[^\]\n]{1,200}\]:)[ \t]")
+# What opens a block that holds the rest of its line: a list item (a bullet, or an ordinal: a
+# number in any script's digits, a Roman or CJK numeral, one letter of any script; then . or ) and
+# a blank, or the CJK 、 and fullwidth . and ), or wrapped in brackets as in (a) and its fullwidth
+# form), a table row, a definition (PHP Markdown Extra's and Pandoc's ": "), a link reference
+# definition or footnote (CommonMark 4.7, GFM's [^1]:)
+ORDINAL = r"(?:\d{1,3}|[ivxlcIVXLC]{1,7}|[一二三四五六七八九十百千〇]{1,4}|[^\W\d_])"
+WRAPPED = rf"[(\uff08]{ORDINAL}[)\uff09]"
+ITEM = Pattern(
+    rf"[ \t]*(?:(?:[-*+•·‣◦▪●■\u2013]|{ORDINAL}[.)]|{WRAPPED}|\||:|\[[^\]\n]{{1,200}}\]:)"
+    rf"[ \t\u3000]|{ORDINAL}[、\uff0e\uff09]|{WRAPPED})"
+)
+# GFM's table delimiter row (GFM spec 4.10): cells of hyphens, colons at their edges, one pipe at
+# least; the lines after it in its paragraph are the table's rows, with or without a leading pipe
+DELIMITER_ROW = Pattern(r"[ \t]*(?=[^\n]*\|)\|?(?:[ \t]*:?-+:?[ \t]*\|)*[ \t]*:?-+:?[ \t]*\|?\s*")
 DIFF_HUNK = Pattern(r"^(?:@@ -\d|--- \S|\+\+\+ \S)", re.M)  # a unified diff's headers
-ELEMENT = Pattern(r"(?<!\w)<(/?)([A-Za-z][\w:.-]{0,64})(?:\s[^<>]{0,2000})?(/?)>")  # not List<T>
+# an opening tag not glued to a word (List<T> is a type), a closing tag anywhere (<b>a.txt</b>)
+ELEMENT = Pattern(r"(?:(?<!\w)<|<(?=/))(/?)([A-Za-z][\w:.-]{0,64})(?:\s[^<>]{0,2000})?(/?)>")
 # HTML's void elements, which hold nothing (WHATWG HTML, 13.1.2 Elements)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
 VOID |= {"track", "wbr"}
@@ -731,7 +780,7 @@ def contained(text: str, run: list[tuple], outside) -> bool:
         or in_diff(text, line_start, start)
         or in_quotation(text, line_start, start)
         or in_element(text, start)
-        or in_environment(text, start)
+        or in_environment(text, start, outside)
         or goes_on_its_line(text, line_start, start)
         # thinking it did not start with: the reply explains thinking
         or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
@@ -739,7 +788,8 @@ def contained(text: str, run: list[tuple], outside) -> bool:
 
 
 def closes_unopened(text: str, run: list[tuple]) -> bool:
-    """Whether the run's markup closes a bracket it did not open: {"example": CALL} holds it."""
+    """Whether the run's markup closes a bracket it did not open ({"example": CALL} holds it), or
+    leaves one open that it opened (EXAMPLES = [ CALL holds it too)."""
     at, depth = run[0][0], 0
     pieces = [(p[2], p[3]) for _start, _end, unit in run for p in unit] + [(run[-1][1], None)]
     for payload_start, payload_end in pieces:
@@ -748,7 +798,7 @@ def closes_unopened(text: str, run: list[tuple]) -> bool:
             if depth < 0:
                 return True
         at = payload_end
-    return False
+    return depth > 0
 
 
 BRACKET = Pattern(r"[\[\]{}]")
@@ -757,7 +807,9 @@ BRACKET_TOKEN = r"\[/?[A-Z][A-Z_]{2,30}\]"  # Mistral's, which open nothing
 
 def in_list(text: str, line_start: int) -> bool:
     """Whether the call's line is a list item, a table row or a definition."""
-    return bool(ITEM.match(text, line_start))
+    paragraph = text[max(0, line_start - 20_000) : line_start].rsplit("\n\n", 1)[-1]
+    table = any(DELIMITER_ROW.fullmatch(line) for line in paragraph.split("\n"))
+    return table or bool(ITEM.match(text, line_start))
 
 
 def indented_under(text: str, line_start: int) -> bool:
@@ -824,33 +876,56 @@ def in_element(text: str, start: int) -> bool:
     return bool(opened)
 
 
-# What else holds the text up to its close: an HTML comment, a LaTeX environment, an Org block
+# What else holds the text up to its close: a LaTeX environment, an Org block, a block comment
+# (HTML's <!-- -->, C's /* */, OCaml's (* *), Haskell's {- -}, Julia's #= =#), a here-document
 ENVIRONMENT = Pattern(
-    r"<!--|-->|\\(begin|end)\{([^{}\n]{1,40})\}|^[ \t]*#\+(begin|end)_(\w+)", re.M | re.I
+    r"\\(begin|end)\{([^{}\n]{1,40})\}|^[ \t]*#\+(begin|end)_(\w+)"
+    r"|(<!--|(?<![\w/.*~])/\*|\(\*(?!\))|\{-(?=[\s#|])|(?<!\S)#=)|(-->|\*/|\*\)|-\}|=#)",
+    re.M | re.I,
 )
+COMMENT_CLOSES = {"<!--": "-->", "/*": "*/", "(*": "*)", "{-": "-}", "#=": "=#"}
+# Bash's here-document: <<WORD or <<-WORD (the word quoted or not) holds the lines up to one that
+# is the word alone, after tabs for <<- (Bash manual, 3.6.6 Here Documents)
+HEREDOC = Pattern(r"<<(-?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2")
 
 
-def in_environment(text: str, start: int) -> bool:
-    """Whether an HTML comment, a LaTeX environment or an Org block is open at the call."""
-    opened = []
-    for mark in ENVIRONMENT.finditer(text, max(0, start - 100_000), start):
-        word = (mark.group(1) or mark.group(3) or mark.group()).lower()
-        name = (mark.group(2) or mark.group(4) or "<!--").lower()
-        if word in ("begin", "<!--"):
-            opened.append(name)
-        elif name in opened:
+def in_environment(text: str, start: int, outside) -> bool:
+    """Whether a LaTeX environment, an Org block, a block comment or a here-document is open at
+    the call; marks inside code are the code's (outside: from outside_code())."""
+    opened, begin = [], max(0, start - 100_000)
+    for mark in ENVIRONMENT.finditer(text, begin, start):
+        if not outside(mark.start()):
+            continue
+        word = (mark.group(1) or mark.group(3) or "").lower()
+        name = (mark.group(2) or mark.group(4) or "").lower()
+        if mark.group(5) or word == "begin":
+            opened.append(COMMENT_CLOSES.get(mark.group(5)) or name)
+        elif (name := name or mark.group(6)) in opened:
             del opened[len(opened) - 1 - opened[::-1].index(name) :]
-    return bool(opened)
+    return bool(opened) or any(
+        outside(doc.start()) and not closes_heredoc(text, doc, start)
+        for doc in HEREDOC.finditer(text, begin, start)
+    )
 
 
-PAIRS = [("\u201c", "\u201d"), ("\u300c", "\u300d"), ("\u300e", "\u300f"), ("\u00ab", "\u00bb")]
+def closes_heredoc(text: str, doc: re.Match, start: int) -> bool:
+    """Whether a line that is the here-document's word alone stands between it and the call."""
+    tabs = "\t*" if doc.group(1) else ""
+    line = re.compile(rf"^{tabs}{re.escape(doc.group(3))}$", re.M)
+    return text.find("\n", doc.end(), start) >= 0 and bool(line.search(text, doc.end(), start))
+
+
+# The families of quotation marks (Unicode's Pi and Pf, CJK's brackets): a language opens and
+# closes with either of its family (“…”, „…“, ”…” in Swedish, «…», »…« in Danish), so an odd count
+# leaves one open. Single marks are left out: ’ is an apostrophe too.
+QUOTATION_FAMILIES = ("\u201c\u201d\u201e\u201f", "«»", "\u2039\u203a", "「」", "『』", "〝〞〟")
 
 
 def open_quotation(before: str) -> bool:
-    """Whether the paragraph before a call leaves a quotation open: more “ than ”, 「 than 」,
-    『 than 』, « than »."""
+    """Whether the paragraph before a call leaves a quotation open: an odd count of one family's
+    marks."""
     paragraph = before.rsplit("\n\n", 1)[-1]
-    return any(paragraph.count(a) > paragraph.count(b) for a, b in PAIRS)
+    return any(sum(map(paragraph.count, marks)) % 2 for marks in QUOTATION_FAMILIES)
 
 
 def opened_above(line: str) -> bool:
@@ -876,9 +951,17 @@ def flat(text: str) -> str:
 
 def quoted_calls(quoted_in, known) -> tuple[list[str], set[str]]:
     """What a reply may quote: each source flattened, and the calls readable in them."""
-    sources = [s for s in quoted_in if any(n in s for n in known)]
-    said = {json.dumps([n, a], sort_keys=True) for s in sources for n, a, *_ in payloads(s, known)}
-    return [flat(s) for s in sources], said
+    tools = tuple((name, tuple(params)) for name, params in known.items())
+    read = [calls_in(s, tools) for s in quoted_in if any(n in s for n in known)]
+    return [source for source, _ in read], set().union(*(said for _, said in read))
+
+
+@functools.lru_cache(maxsize=256)
+def calls_in(source: str, tools: tuple) -> tuple[str, frozenset]:
+    """A source flattened, and the calls readable in it: read once for the conversation, as each
+    reply after it asks again."""
+    said = {json.dumps([n, a], sort_keys=True) for n, a, *_ in payloads(source, dict(tools))}
+    return flat(source), frozenset(said)
 
 
 def echoes(payload: str, name: str, arguments: dict, quoted) -> bool:
@@ -923,6 +1006,8 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
     if not any(name in content for name in known):  # a call written as text names its tool
         return [], content, []
     rest = split_thinking(content)[1]
+    if len(rest) > MOST_READ:
+        return [], content, [f"a reply of more than {MOST_READ:,} characters is not read for calls"]
     # where it stands: at the end, or inside a wrapper it came out of (<answer>...</answer>)
     offset = content.rfind(rest) if rest.strip() else -1
     if offset < 0:  # nothing after thinking, or harmony's final channel: no calls in it
@@ -945,12 +1030,16 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
     )
 
 
+MOST_READ = 2**20  # a reply longer than this after its thinking is answer text: bounds every reader
+
+
 def last_run(text: str, found_units: list[tuple]) -> list[tuple]:
     """The units at the end of text with nothing between them and after them but call markup:
     the run of calls a reply ends with, or [] when the reply goes on after its last one."""
     run, after = [], len(text)
     for unit in reversed(found_units):
-        if not only_markup(text[unit[1] : after]):
+        piece = text[unit[1] : after]
+        if not (only_markup(piece) or (after == len(text) and ends_turn(piece))):
             break
         run.insert(0, unit)
         after = unit[0]
@@ -960,6 +1049,16 @@ def last_run(text: str, found_units: list[tuple]) -> list[tuple]:
 def only_markup(piece: str) -> bool:
     """Whether a piece of text between or after calls is call markup and blanks only."""
     return not piece.strip() or bool(MARKUP.fullmatch(piece))
+
+
+def ends_turn(piece: str) -> bool:
+    """Whether what follows the last call is markup and tokens that end a turn, as a server
+    that shows special tokens leaves them: <|im_end|>, </s>, <end_of_turn>, <eos>, [EOS]. An
+    element that opened before the call still holds it (in_element())."""
+    return bool(TURN_END.fullmatch(piece))
+
+
+TURN_END = Pattern(rf"(?:{SPECIAL}|</?[\w:.-]{{1,40}}>|\[/?[A-Z][A-Z_]{{2,30}}\]|[\s\]}}]|```)*")
 
 
 def happened(rest: str, calls: list[dict]) -> str:
@@ -975,11 +1074,12 @@ def happened(rest: str, calls: list[dict]) -> str:
 
 def unwrapped(piece: str) -> str:
     """Text between calls without the tokens at its edges (harmony's <|channel|>commentary
-    <|message|> before it, an end-of-turn token after it)."""
+    <|message|> before it, an end-of-turn token after it); the blank it starts with is the text's
+    own (the lines after </think>), unless tokens lead it."""
     head = SPECIAL_RUN.match(piece)
-    piece = piece[head.end() :] if head else piece
+    piece = piece[head.end() :] if head and head.group().strip() else piece
     tail = SPECIAL_AT_END.search(piece[-200:])
-    return (piece[: len(piece) - len(tail.group())] if tail else piece).strip()
+    return (piece[: len(piece) - len(tail.group())] if tail else piece).rstrip()
 
 
 SPECIAL_RUN = Pattern(rf"(?:{SPECIAL}|\s)+")
@@ -1169,7 +1269,7 @@ def call_fences(text: str, found: list[tuple]) -> list[tuple[int, int]]:
             continue
         if CALL_LABEL.fullmatch(label) or (
             not text[:start].strip()
-            and not text[end:].strip()
+            and ends_turn(text[end:])
             and only_payloads(text, start, end, inside)
         ):
             fences.append((start, end))

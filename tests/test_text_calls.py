@@ -726,3 +726,123 @@ def test_a_held_call_and_one_that_stands_read_the_same_through_the_loop(loop, se
     server.add(reply(f"On it 🚀 {BARE}"))
     assert loop("go", yes=True).status == "paused"
     assert (loop.workdir / "config.json").read_text() == '{"keep": true}'
+
+
+# --- Families a fresh try found (issue #43): each rule is a structure, so members no test names
+# are read by it too ----------------------------------------------------------------------------
+
+HELD_BY_STRUCTURE = [
+    # ordered list markers: CommonMark 5.2 (digits, then . or )); Pandoc's fancy_lists (Roman
+    # numerals, letters, (a)); any script's digits and letters; CJK's enumeration comma 、 and the
+    # fullwidth forms (GB/T 15834 punctuation)
+    f"Steps:\n\nii. {BARE}",
+    f"Steps:\n\nIV) {BARE}",
+    f"(a) {BARE}",
+    f"α) {BARE}",
+    f"١. {BARE}",
+    f"步骤：\n二、{BARE}",
+    f"（一）{BARE}",
+    f"1．{BARE}",
+    f"‣ {BARE}",
+    # a table row with no leading pipe, under GFM's delimiter row (GFM spec 4.10)
+    f"call | what it does\n--- | ---\n{BARE} | writes the file",
+    f"what | call\n:-- | --:\nwrites | {BARE}",
+    # a quotation left open, in each language's own marks (Unicode Pi/Pf): Swedish ”…”, Danish
+    # »…«, German „…“, French «…», Japanese 『…』
+    f"Han sa ”kör detta:\n{CONFIG}",
+    f"Han sagde »kør dette:\n{CONFIG}",
+    f"Er sagte: „führe aus:\n{CONFIG}",
+    f"Il a dit « lance :\n{CONFIG}",
+    f"彼は『これを実行:\n{CONFIG}",
+    # a block comment left open: C's /* */ (ISO C 6.4.9), OCaml's (* *) (manual 11.1), Haskell's
+    # {- -} (Haskell 2010, 2.3), Julia's #= =# (manual, Comments)
+    f"/* an example:\n{CONFIG}",
+    f"(* an example\n{CONFIG}",
+    f"{{- an example\n{CONFIG}",
+    f"#= an example\n{CONFIG}",
+    # a here-document: the lines up to its word alone (Bash manual, 3.6.6 Here Documents)
+    f"cat > notes.md <<'EOF'\n{CONFIG}",
+    f"cat <<-END\n\t{CONFIG}",
+    # a bracket its markup opened and never closed (RFC 8259: an array's elements)
+    f"EXAMPLES = [\n{BARE}",
+    f"Items,[{BARE}",
+]
+
+
+@pytest.mark.parametrize(
+    "text", HELD_BY_STRUCTURE, ids=[str(i) for i in range(len(HELD_BY_STRUCTURE))]
+)
+def test_a_call_held_by_a_list_a_table_a_quotation_a_comment_or_a_heredoc_is_no_call(text):
+    assert recovered(text) == []
+
+
+STANDS_AFTER_STRUCTURE = [
+    f"„Hallo“ sagte er.\n{CONFIG}",  # German quotes close with “: an even count
+    f"Han sa ”hej”.\n{CONFIG}",
+    f"/* a note */\n{CONFIG}",  # a comment closed before it
+    f"Running the tests in src/*.py:\n{CONFIG}",  # a glob opens no comment
+    f"cat <<EOF\nhi\nEOF\n{CONFIG}",  # a here-document closed by its word
+    f"Writing `cat <<EOF` first:\n{CONFIG}",  # inside code: the code's
+    f"Read <b>a.txt</b> first.\n{CONFIG}",  # a closing tag glued to a word closes its element
+    f"Use List<T> here.\n{CONFIG}",  # a type, not an element
+    f"| a | b |\n|---|---|\n| 1 | 2 |\n\n{CONFIG}",  # the table ended with its paragraph
+    # tokens that end a turn, as a server that shows special tokens leaves them: Llama 2's and
+    # Mistral's </s>, Gemma's <end_of_turn> and <eos>, ChatML's <|im_end|>
+    f"{CONFIG}</s>",
+    f"{CONFIG}<end_of_turn>",
+    f"{CONFIG}\n<eos>",
+    f"{CONFIG}<|im_end|>",
+]
+
+
+@pytest.mark.parametrize(
+    "text", STANDS_AFTER_STRUCTURE, ids=[str(i) for i in range(len(STANDS_AFTER_STRUCTURE))]
+)
+def test_a_call_after_a_closed_structure_or_before_end_tokens_stands(text):
+    assert recovered(text) == [("write_file", {"path": "config.json", "content": "{}"})]
+
+
+def test_an_element_opened_before_the_call_holds_it_though_end_tokens_follow():
+    assert recovered(f"<div>\n{CONFIG}\n</div>\n<end_of_turn>") == []
+
+
+def test_a_call_after_hundreds_of_mentions_of_its_tool_is_read():
+    # every name is read (each reader bounded), not the first few hundred
+    text = "I used write_file before. " * 1000 + "\n" + CONFIG
+    assert recovered(text) == [("write_file", {"path": "config.json", "content": "{}"})]
+
+
+def test_a_reply_longer_than_the_bound_is_not_read_for_calls_and_says_so():
+    text = "x" * dialects.MOST_READ + "\n" + CONFIG
+    calls, content, said = dialects.recover_tool_calls(text, KNOWN)
+    assert calls == [] and content == text
+    assert said == [f"a reply of more than {dialects.MOST_READ:,} characters is not read for calls"]
+
+
+def test_the_blank_after_thinking_is_the_texts_own_and_stays(loop, server):
+    (loop.workdir / "config.json").write_text("{}")
+    server.add(reply(f"<think>read it</think>\n\nReading.\n{READ_CONFIG}"), reply("done"))
+    assert loop("go", yes=True).status == "answered"
+    assert server.messages(1)[2]["content"] == "<think>read it</think>\n\nReading."
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a.</think>" * 20_000 + READ_CONFIG,  # thousands of closing marks, each ending a sentence
+        "call:read_file{path:<escape>" * 16_000 + READ_CONFIG,  # Gemma's escapes, never closed
+        '{"name": "read_file", ' * 10_000 + READ_CONFIG,  # JSON objects, never closed
+        "read_file(" * 20_000 + READ_CONFIG,
+        '<invoke name="read_file"><parameter name="path">' * 4_000 + READ_CONFIG,
+    ],
+    ids=["closing-marks", "gemma-escapes", "json-objects", "python-calls", "named-parameters"],
+)
+def test_a_reply_of_thousands_of_openers_is_read_in_bounded_time(text):
+    # A bound that protects the machine, in CPU seconds of this process (under 0.5 s here; each
+    # took 10 s to minutes when a reader re-read the text before it).
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
