@@ -17,6 +17,7 @@ import base64
 import hashlib
 import html
 import json
+import re
 
 from realworld import dialects, pauses, replies, runs
 from realworld.guards import arguments_line, hide_secrets, shorten, visible
@@ -116,11 +117,18 @@ def page(events: list[dict], system_prompt: str) -> str:
     lists = {}
     for sent in [*(r.conversation for r in own), final]:
         lists.setdefault(id(sent), len(lists))
-    body = []
+    body, first_at = [], {}
     for event in events:
         if "under" not in event:
             body.append(row(event, at, own, nested, ends, lists))
-    return (
+        else:
+            first_at.setdefault(str(event["under"]), len(body))
+    # a conversation no event of the run's own showed (a summary that was not kept): where it began
+    unseen = sorted(set(nested) & set(first_at), key=first_at.get)
+    shown_first = [(first_at[u], unshown(u, nested, ends)) for u in unseen if u in nested]
+    for place, shown in reversed(shown_first):
+        body.insert(place, shown)
+    shown = (
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{escape(title(events))}</title><style>{STYLE}</style></head><body>"
@@ -128,8 +136,19 @@ def page(events: list[dict], system_prompt: str) -> str:
         f"<h2>The loop, step by step</h2>{''.join(body)}"
         "<h2 id=messages>The messages, as the model saw them</h2>"
         f"{message_list(own, final, lists)}"
-        f"<script>{SCRIPT}</script></body></html>\n"
     )
+    # a browser drops the newline right after <pre> (WHATWG HTML 13.2.6.4.7): each pre begins
+    # with one, so that a text's own first newline shows
+    return PRE.sub("\\g<0>\n", shown) + f"<script>{SCRIPT}</script></body></html>\n"
+
+
+PRE = re.compile(r"<pre\b[^>]*>")  # the page's own tags: every text in it is escaped
+
+
+def unshown(under: str, nested: dict, ends: dict) -> str:
+    """The requests of a conversation that nothing else shows: a summary's that was not kept."""
+    what = "a summary was asked for and not kept" if runs.is_summary(under) else escape(under)
+    return f"<div class=event><b>{what}</b>{inner(under, nested, ends)}</div>"
 
 
 def title(events: list[dict]) -> str:

@@ -164,10 +164,16 @@ class Replay:
             )
 
     def other_tools(self, offered: list[str]) -> list[str]:
-        """The tools the recorded replies call that are not among offered, this program's (a
-        lesson made with examples/subagent.py, replayed by agent.py)."""
-        called = [call["function"]["name"] for request in self.requests for call in request.calls]
-        return sorted({name for name in called if name not in offered})
+        """The tools the recorded run offered and its replies call that are not among offered,
+        this program's (a lesson made with examples/subagent.py, replayed by agent.py). A tool
+        the recording did not offer either was made up by the model: answered "unknown tool" then,
+        and so again."""
+        other = set()
+        for request in self.requests:
+            had = runs.names(request.tools) if request.tools is not None else None
+            called = {call["function"]["name"] for call in request.calls}
+            other |= {n for n in called if n not in offered and (had is None or n in had)}
+        return sorted(other)
 
     def other_task(self, task: str) -> str:
         """The recorded task, shortened, if it is not task ("" if it is): the recorded replies

@@ -283,9 +283,10 @@ def test_ten_thousand_compactions_are_shown_within_a_memory_limit(tmp_path, view
 
 # --- What each request sent, on the page and in --show, as the server got it --------------------
 
+# each pre begins with the newline a browser drops after its tag
 LISTED = re.compile(
     r"<div class=msg data-i=\d+ data-first=\d+ data-from=(\d+) data-to=(\d+)><span class=role>"
-    r"(\w+)</span> <span class=meta>[^<]*</span>(?:<pre>(.*?)</pre>)?",
+    r"(\w+)</span> <span class=meta>[^<]*</span>(?:<pre>\n(.*?)</pre>)?",
     re.S,
 )
 

@@ -223,7 +223,7 @@ def test_a_task_interrupted_reads_with_the_agents_answer_in_place_of_the_reply(
     )
     html = page.page(events_of(transcript), SYSTEM_PROMPT)
     assert (
-        f"<b>no reply</b>: the agent answered the task in its place<pre>{in_place}" in html
+        f"<b>no reply</b>: the agent answered the task in its place<pre>\n{in_place}" in html
     ) == (where == "request")
     # a replay fails where the recording got no reply, and sends what the recording sent
     replayed = agent.tmp_path / "replayed.jsonl"
@@ -568,3 +568,38 @@ def show(path) -> str:
     command = [sys.executable, str(AGENT), "--show", str(path)]
     shown = subprocess.run(command, env=clean_env(), capture_output=True, text=True, timeout=60)
     return shown.stdout
+
+
+# --- Every request in every view (issue #46): a summary's request that wrote no summary, a tool
+# the model made up ------------------------------------------------------------------------------
+
+
+@posix_only
+@pytest.mark.parametrize(
+    "summary", ["", "The user said go. " * 400], ids=["empty", "no-shorter-than-the-turns"]
+)
+def test_a_summarys_request_that_wrote_no_summary_is_on_the_page_as_it_was_sent(
+    agent, server, summary
+):
+    server.add(reply("first"), reply(summary), reply("second"))
+    done = agent("--yes", terminal="go\n/compact\nmore\nexit\n")
+    assert done.returncode == 0 and "kept" in done.stderr, done.stderr
+    views_hold(done.transcript, server)  # the page shows the summary's request as a substep
+    shown = page.page(events_of(done.transcript), SYSTEM_PROMPT)
+    assert shown.count("a summary was asked for and not kept") == 1
+    assert "ended: no_summary" in shown
+
+
+@posix_only
+def test_a_replay_answers_a_tool_the_model_made_up_as_the_run_did(agent, server):
+    server.add(reply(tool_calls=[call("delete_file", {"path": "a.txt"}, "c1")]), reply("done"))
+    done = agent("--yes", "go")
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+    made_up = server.messages(1)[-1]
+    assert made_up["role"] == "tool" and "unknown tool" in made_up["content"]
+    replayed = agent.tmp_path / "replayed.jsonl"
+    again = run_offline(
+        agent.tmp_path, "--replay", str(done.transcript), "--transcript", str(replayed), "--yes"
+    )
+    assert again.returncode == 0 and again.stdout == "done\n", again.stderr
+    assert read(events_of(replayed)) == read(events_of(done.transcript))

@@ -439,3 +439,14 @@ def test_lesson_11s_page_says_what_each_step_cost_and_what_the_cache_saved():
     assert "(the cache saved 0.000151 USD, 77%)" in shown
     total = "2104 prompt tokens (1728 cached), 123 completion tokens, 0.000271 USD"
     assert f"; {total} (the cache saved 0.000508 USD, 65%)</p>" in shown
+
+
+def test_a_text_that_begins_with_a_newline_shows_it(tmp_path, loop, server, chromium):
+    # A browser drops the newline right after <pre>'s tag (WHATWG HTML 13.2.6.4.7): the page
+    # writes one, and the text's own shows, in the DOM the browser built.
+    (loop.workdir / "a.txt").write_text("\nthe second line")
+    server.add(reply(tool_calls=[call("read_file", {"path": "a.txt"}, "c1")]), reply("\nanswer"))
+    ran = loop("go", yes=True)
+    shown = chromium.dom(written(tmp_path, ran.transcript))
+    assert '<pre class="text">\nanswer</pre>' in shown
+    assert "<pre>\nthe second line" in shown
