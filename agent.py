@@ -275,6 +275,8 @@ def finish(
         say(f"stopped: {outcome.text}")
     explained = ("api_error", "context_full", "budget")  # turn/end keeps why: --show says it
     error = {"error": outcome.text} if outcome.status in explained else {}
+    if outcome.status == "context_full":  # and the window from here on, for a replay or a resume
+        error["window"] = compaction.window(model, client)
     transcripts.record(transcript, "turn/end", status=outcome.status, **error)
 
 

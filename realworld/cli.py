@@ -330,9 +330,9 @@ def goes_on_from(program: Program, recorded: list[dict], options, replay, client
     """Before a replayed or resumed conversation starts: what its transcript says that this run
     keeps (the window a server said) or tells the person (the lesson's note, another task); False
     if a replay cannot work (it calls tools this program does not have)."""
-    said = [e.get("window") for e in recorded if e["type"] == "context/window"]
+    said = runs.windows_said(recorded)
     # the server said it before; the person's AGENT_CONTEXT_WINDOW, if set, is taken instead
-    if options.resume and said and type(said[-1]) is int and said[-1] >= 256:
+    if options.resume and said:
         client.window = None if config.CONTEXT_WINDOW else said[-1]
     if replay and recorded and recorded[0].get("note"):  # a lesson says what it shows
         say(f"lesson: {recorded[0]['note']}")
@@ -364,15 +364,13 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
     }
     try:
         outcome = program.run(task, messages, approvals=approvals, **settings)
-        refused = outcome.status == "context_full"
-        if refused and client.window:
-            # what the server said, for a --resume of this transcript to keep
-            transcripts.record(transcript, "context/window", window=client.window)
+        refused = outcome.status == "context_full"  # its turn/end keeps the window from here on
         # refused as too long: compact all it can, once; where nothing can be compacted (the task
         # alone is too long), the one line run() printed says so, and nothing is tried again
         if refused and compaction.can_make_room(messages):
-            if client.window:
-                say(f"agent: the model reads {client.window:,} tokens at most: compacting")
+            if client.window:  # the window it compacts for: AGENT_CONTEXT_WINDOW, if smaller
+                window = compaction.window(options.model, client)
+                say(f"agent: the model reads {window:,} tokens at most: compacting")
             offered = schemas(tools)
             compaction.compact(messages, client, options.model, offered, transcript, refused=True)
             outcome = program.run(None, messages, **settings)

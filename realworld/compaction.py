@@ -266,7 +266,8 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
         resp = client.chat.completions.create(model=model, messages=asked)
     except replies.RequestFailed as e:
         say(f"compacting: the model could not write a summary ({shorten(str(e), 200)}); kept")
-        transcripts.record(under, "turn/end", status=e.status, error=str(e))
+        size = {"window": window(model, client)} if isinstance(e, replies.ContextFull) else {}
+        transcripts.record(under, "turn/end", status=e.status, error=str(e), **size)
         return None
     reply = resp.choices[0].message
     finish_reason = resp.choices[0].finish_reason

@@ -201,11 +201,10 @@ def one_thinking(content: str) -> tuple[str, str]:
             if close is None:
                 return content[mark.end() :], ""
             return content[mark.end() : close.start()], response(content[close.end() :])
-        line_end = content.find("\n", mark.end()) % (len(content) + 1)  # -1: the end
-        if closing and line_end > read_to:
-            # whether a place is code depends on the text up to its line's end only: read that
-            # much (doubled each time), so that thousands of blocks are read in one pass
-            read_to = max(line_end, 2 * read_to)
+        if closing and mark.end() > read_to:
+            # whether a place is code depends on the text up to its line's end only: read to a
+            # line's end at least twice as far each time, so that thousands of marks are one pass
+            read_to = content.find("\n", max(mark.end(), 2 * read_to)) % (len(content) + 1)
             outside = outside_code(content[:read_to])
         if closing and ends_thinking(content, mark.start(), len(mark.group()), outside):
             return content[: mark.start()], response(content[mark.end() :])
@@ -229,7 +228,7 @@ def ends_thinking(text: str, at: int, length: int, outside) -> bool:
     outside_code(text)) where it starts its line or ends a sentence ("Done.</think>Hi"), or where
     it ends its line or a tool call follows it (GLM-4.7) and no word and space lead into it
     ("the tag is </think>" quotes it)."""
-    line_start = text.rfind("\n", 0, at) + 1
+    line_start = text.rfind("\n", max(0, at - 200), at) + 1
     before = text[max(line_start, at - 200) : at]
     line = text[at + length : at + length + 200].split("\n", 1)[0]  # bounded: a mark a line
     after_a_sentence = ends_a_sentence(before)

@@ -46,7 +46,10 @@ class Replay:
         self.window = size if isinstance(size, int) and size >= 256 else None
         # where a request of the recorded run failed (refused as too long: it compacted and went on;
         # an error), the replay's fails too, so that it goes on as the recording did
-        self.refusals, self.failed, self.ended = refusals(events), {}, None
+        # and where it went on in a new process (a --resume, a pause gone on from), which began
+        # with the window it recorded and nothing counted
+        (self.refusals, self.resumes), self.failed, self.ended = refusals(events), {}, None
+        self.resumed = None  # the window of one just reached, for the Client to begin again with
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], tools=None, **request):
@@ -55,6 +58,7 @@ class Replay:
         failures, failed = self.refusals.get(self.served, []), self.failed.get(self.served, 0)
         if failed < len(failures):  # failed where the recording failed, as many times
             self.failed[self.served] = failed + 1
+            self.resumed = self.resumes.get((self.served, failed + 1))
             status, text, window = failures[failed]
             if status == "context_full":
                 raise replies.ContextFull(text, window)
@@ -83,6 +87,7 @@ class Replay:
                 "the recording"
             )
         self.served += 1
+        self.resumed = self.resumes.get((self.served, 0))
         self.compare(recorded, messages)
         event = recorded.reply
         if self.repairs_to(event.get("sent"), event["message"], messages, tools):
@@ -198,15 +203,16 @@ def last_results(messages: list[dict]) -> tuple[dict | None, list[tuple[str, dic
     return messages[last], results
 
 
-def refusals(events: list[dict]) -> dict:
-    """{the number of replies recorded before them: [[status, words, the window it named], ...]}
+def refusals(events: list[dict]) -> tuple[dict, dict]:
+    """({the number of replies recorded before them: [[status, words, the window], ...]}, and
+    {(replies, failures) recorded before it: its window} for each run/resume of the run's own)
     for the requests of the recorded run that got no reply, in order: refused as longer than the
     context window (context_full), an error (api_error), or a run stopped while it waited or
     before its next request (interrupted): by Ctrl-C, a signal or an error (its turn/end says so),
     or killed (its next event of the run's own is a run/resume, with no turn/end before it).
     Where the agent answered the task in the reply's place (runs.is_no_reply()), the words are the
     reason it gave, so that the replay's answer says the same."""
-    found, served, ended = {}, 0, True
+    found, resumes, served, ended = {}, {}, 0, True
     failure, reason = None, None  # the run's own turn: how its request failed, the reason given
     for event in events:
         kind, status, own = event["type"], event.get("status"), "under" not in event
@@ -216,7 +222,11 @@ def refusals(events: list[dict]) -> dict:
         elif kind == "assistant/message":
             served, ended = served + 1, ended and not own
         elif kind == "turn/end" and status in ("context_full", "api_error"):
-            failed = [status, str(event.get("error") or "the request failed"), None]
+            failed = [
+                status,
+                str(event.get("error") or "the request failed"),
+                runs.window_of(event),
+            ]
         elif (
             kind == "turn/end"
             and own
@@ -224,8 +234,8 @@ def refusals(events: list[dict]) -> dict:
             and (reason or status in ("interrupted", "error"))
         ):
             failed = ["interrupted", "the recorded run was interrupted here", None]
-        elif kind == "context/window" and served in found and type(event.get("window")) is int:
-            found[served][-1][2] = event["window"]
+        elif kind == "context/window" and served in found and runs.window_of(event):
+            found[served][-1][2] = runs.window_of(event)  # as a transcript before 2026-12 says it
         elif kind == "run/resume" and not ended:
             words = "the recorded run was stopped here; it went on later from a --resume"
             failed = ["interrupted", words, None]
@@ -234,11 +244,14 @@ def refusals(events: list[dict]) -> dict:
             failure = failed if own else failure
         if own and failure and reason:
             failure[1] = reason
+        if own and kind == "run/resume":  # 0: it recorded no window
+            size = runs.window_of({"window": event.get("context_window")})
+            resumes[(served, len(found.get(served, [])))] = size or 0
         if own and kind in ("turn/end", "run/resume"):
             ended = True
         elif own and kind == "user/message":
             ended, failure, reason = False, None, None
-    return found
+    return found, resumes
 
 
 def system_prompt(messages: list[dict]):

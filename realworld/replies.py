@@ -134,6 +134,7 @@ class Client:
                 self.window = e.window or self.window
             # the hint names each setting the way the person gave it (--base-url, or the variable)
             e.args = (worded(str(e), self.named), *e.args[1:])
+            self.begin_again_if_resumed()
             raise
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
@@ -157,7 +158,7 @@ class Client:
             say(f"agent: warning: {PROMPT_CUT}")
         # the reply as the server sent it, for the transcript where it was repaired
         sent = raw.choices[0].message.model_dump(mode="json", exclude_unset=True, warnings=False)
-        return completion(
+        done = completion(
             message,
             raw.choices[0].finish_reason,
             usage,
@@ -167,6 +168,17 @@ class Client:
             sent=sent,
             cost=self.costs[-1],
         )
+        self.begin_again_if_resumed()
+        return done
+
+    def begin_again_if_resumed(self) -> None:
+        """Where a replay reaches a recorded --resume (or a pause gone on from): begin again as
+        that new process began, with the window it recorded and nothing counted yet."""
+        resumed = getattr(self.inner, "resumed", None)
+        if resumed is not None:
+            self.inner.resumed = None
+            self.tokens, self.costs, self.last, self.ratio = [], [], (None, 0, 0, False), 1.0
+            self.window = resumed or None
 
     def keep_to_budget(self, model: str) -> None:
         """Before a request: BudgetSpent if what was spent has reached the budget, or if the

@@ -307,6 +307,20 @@ def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
     return [system, *rest]
 
 
+def window_of(event: dict) -> int | None:
+    """The context window an event records (a refusal's turn/end, or a context/window event of an
+    older transcript), or None."""
+    size = event.get("window")
+    return size if type(size) is int and size >= 256 else None
+
+
+def windows_said(events: list[dict]) -> list[int]:
+    """The windows a recorded run took from the server's refusals, in order: the last is the one
+    it went on with."""
+    ended = ("turn/end", "context/window")
+    return [w for e in events if e["type"] in ended and (w := window_of(e))]
+
+
 def names(tools: list[dict] | None) -> list[str]:
     """The names of the tools a request offered (a transcript written by hand may hold anything
     in their place: its text)."""

@@ -603,3 +603,84 @@ def test_a_replay_answers_a_tool_the_model_made_up_as_the_run_did(agent, server)
     )
     assert again.returncode == 0 and again.stdout == "done\n", again.stderr
     assert read(events_of(replayed)) == read(events_of(done.transcript))
+
+
+# A replay goes on with the window the run went on with: a helper's refusal that named one, the
+# smaller AGENT_CONTEXT_WINDOW where a refusal named a larger, and a resume's own window and count
+# (the resumed process began afresh). Each compacts where the run compacted, so each request sent
+# is the one the run sent.
+REFUSED_AT = "This model's maximum context length is {} tokens"
+
+
+def replay_of(agent, transcript, program=AGENT) -> tuple[subprocess.CompletedProcess, list]:
+    """A replay of transcript with no window setting, and what its reading says it sent."""
+    out = agent.tmp_path / "replayed.jsonl"
+    command = ["--replay", str(transcript), "--transcript", str(out), "--yes"]
+    again = run_offline(agent.tmp_path, *command, program=program)
+    return again, read(events_of(out)) if out.exists() else []
+
+
+@posix_only
+def test_a_replay_goes_on_with_the_window_a_helpers_refusal_named(agent, server):
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r1")]),
+        reply(tool_calls=[call("ask_helper", {"question": "a?"}, "c1")]),
+        Error(400, REFUSED_AT.format(2048), times=1),  # the helper's request
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r2")]),  # compacted for 2,048
+        reply("done"),
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "big.txt").write_text("x " * 2_000)
+    done = agent("--yes", "go", program=PROGRAMS["08"])
+    assert done.returncode == 0 and "window 2,048" in done.stderr, done.stderr
+    [helper_end] = [e for e in events_of(done.transcript) if e.get("status") == "context_full"]
+    assert "under" in helper_end and helper_end["window"] == 2048
+    again, sent = replay_of(agent, done.transcript, PROGRAMS["08"])
+    assert again.returncode == 0, again.stderr
+    assert sent == read(events_of(done.transcript))
+
+
+@posix_only
+def test_a_replay_keeps_the_smaller_window_the_run_was_given(agent, server):
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r1")]),
+        reply("first done"),
+        Error(400, REFUSED_AT.format(100_000), times=1),
+        reply("The user read big.txt."),  # the summary
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r2")]),
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r3")]),  # compacted for 3,000
+        reply("done"),
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "big.txt").write_text("x " * 1_500)
+    env = clean_env(AGENT_API_KEY=KEY, AGENT_CONTEXT_WINDOW="3000")
+    done = agent("--yes", terminal="go\nmore\nexit\n", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "the model reads 3,000 tokens at most: compacting" in done.stderr
+    assert done.stderr.count("(window 3,000)") == 2
+    again, sent = replay_of(agent, done.transcript)
+    assert again.returncode == 0 and again.stderr.count("(window 3,000)") == 2, again.stderr
+    assert sent == read(events_of(done.transcript))
+
+
+@posix_only
+def test_a_replay_begins_again_where_the_recorded_run_was_resumed(agent, server):
+    counted = {"prompt_tokens": 9000, "completion_tokens": 5, "total_tokens": 9005}
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r1")]),
+        reply("first done", usage=counted),  # four times the estimate: the first process's ratio
+    )
+    agent.workdir.mkdir()
+    (agent.workdir / "big.txt").write_text("x " * 2_000)
+    first = agent("--yes", "go", env=clean_env(AGENT_API_KEY=KEY, AGENT_CONTEXT_WINDOW="100000"))
+    assert first.returncode == 0, first.stderr
+    server.add(
+        reply(tool_calls=[call("read_file", {"path": "big.txt"}, "r2")]),  # compacted for 3,000
+        reply("second done"),
+    )
+    on = ["--resume", str(first.transcript), "--transcript", str(first.transcript), "more"]
+    second = agent("--yes", *on, env=clean_env(AGENT_API_KEY=KEY, AGENT_CONTEXT_WINDOW="3000"))
+    assert second.returncode == 0 and "(window 3,000)" in second.stderr, second.stderr
+    again, sent = replay_of(agent, first.transcript)
+    assert again.returncode == 0, again.stderr
+    assert sent == read(events_of(first.transcript))

@@ -189,8 +189,9 @@ def test_a_context_refusal_that_compaction_cannot_help_is_one_line_once(agent):
         assert result.returncode == 1 and len(server.requests) == 1  # no retry
         said = result.stderr.strip().splitlines()[1:]  # after the line that names the settings
         assert len(said) == 1 and "maximum context length is 2048" in said[0], result.stderr
-        events = [e["type"] for e in events_of(result.transcript)]
-        assert "context/compacted" not in events and "context/window" in events
+        events = events_of(result.transcript)
+        assert "context/compacted" not in [e["type"] for e in events]
+        assert [e["window"] for e in events if e.get("status") == "context_full"] == [2048]
     finally:
         server.close()
 
