@@ -259,6 +259,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
             slash(each, messages, tools, options, client, transcript)
             continue
         asked = [m["role"] for m in messages].count("user")
+        if replay and each:  # the recorded task it replays, as a person would have typed it
+            say(f"task: {pauses.one_line(each)}")
         outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
         approvals = None
         status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)

@@ -243,6 +243,16 @@ def test_lesson_11_each_step_says_what_it_cost_and_what_the_prefix_cache_saved(t
     )
     replayed = [e["cost"] for e in events if e["type"] == "assistant/message"]
     assert replayed == [e["cost"] for e in recorded]  # the replay's transcript records the same
+    # each recorded task is said as it starts, before its first step (issue #46)
+    tasks = [e["content"] for e in events_of(lesson) if e["type"] == "user/message"]
+    said_before = re.findall(r"^task: (.*)\nstep 1: ", done.stderr, re.M)
+    assert said_before == tasks and len(tasks) == 2
+    # and the note says why the first request is already cached
+    note = events_of(lesson)[0]["note"]
+    assert (
+        "already 384 tokens cached" in note
+        and recorded[0]["usage"]["prompt_cache_hit_tokens"] == 384
+    )
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)

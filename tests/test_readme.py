@@ -3,6 +3,7 @@
 import re
 from collections import Counter
 
+import pytest
 from conftest import AGENT, LESSON, ROOT, msg_line, pdb_replay
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -229,20 +230,26 @@ def test_the_pdb_walkthrough_says_how_to_finish():
     assert "`clear`" in after and "`q`" in after
 
 
-def test_the_keyless_way_into_run_from_python_works_as_written(tmp_path):
-    # The README's "No key and no local server?" sentence, typed as it says
-    import pathlib
-
-    import agent
-    from realworld import replay, transcripts
-
-    sentence = next(line for line in README.splitlines() if line.startswith("No key and no local"))
-    assert "`client = replay.Replay(transcripts.read(path), path)`" in sentence
-    path = pathlib.Path(ROOT / "examples" / "lesson-01.jsonl")
-    client = replay.Replay(transcripts.read(path), path)
-    task = next(e["content"] for e in transcripts.read(path) if e["type"] == "user/message")
-    outcome = agent.run(task, client=client, model="deepseek-flash", yes=True, workdir=tmp_path)
+@pytest.mark.parametrize("readme", ["README.md", "README.zh.md"])
+def test_the_keyless_way_into_run_from_python_works_as_written(tmp_path, monkeypatch, readme):
+    # The block after "No key and no local server?", typed line by line at a Python prompt in
+    # this folder: only the run's folder is a temporary one, so that it writes nothing here
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    after = text.split(
+        "No key and no local server?" if readme == "README.md" else "没有 key、也没有本地服务器"
+    )[1]
+    block = after.split("```python\n", 1)[1].split("```", 1)[0]
+    lines = [line.removeprefix(">>> ") for line in block.splitlines()]
+    assert lines[0] == "import pathlib, agent" and all(">>>" not in line for line in lines)
+    monkeypatch.chdir(ROOT)
+    found = {}
+    for line in lines:
+        exec(
+            line.replace("yes=True)", "yes=True, workdir=tmp_path)"), {"tmp_path": tmp_path}, found
+        )
+    outcome = found["outcome"]
     assert outcome.status == "answered" and "391" in outcome.text
+    assert (tmp_path / "tool_demo.py").exists()
 
 
 def test_a_replay_from_python_given_another_task_says_so(tmp_path, capsys):
