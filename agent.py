@@ -202,8 +202,6 @@ def go_on(messages: list[dict], decided: dict, tools: list, given: dict, pause: 
     for call in pauses.open_calls(messages):
         name, arguments = call["function"]["name"], call["function"]["arguments"]
         decision = pauses.decision(decided.get(call["id"]))
-        # if the agent is killed now, a --resume knows this call may have run (pauses.started())
-        transcripts.record(transcript, "tool/started", call_id=call["id"])
         if decision is None or decision is True:
             approved = {**given, "yes": given["yes"] or decision is True, "approved": decision}
             result, ok = run_call(name, arguments, tools, approved, pause)

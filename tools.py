@@ -17,6 +17,7 @@ import re
 import stat
 import subprocess
 import sys
+import time
 import unicodedata
 import uuid
 import weakref
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import config
-from realworld import own, processes, sandbox
+from realworld import own, processes, sandbox, transcripts
 from realworld.guards import (
     MAX_DEPTH,
     arguments_line,
@@ -207,6 +208,7 @@ def run_call(
     # by the call's id): q in pdb, Ctrl-C or a signal after it cannot make it a call not run.
     ran, key = given.get("ran", {}), in_flight(given.get("messages"), name, arguments)
     ran.clear()  # the call before has its tool message by now: one result kept, not every one
+    began = None  # when the tool began, once it has (after any question)
     try:
         args = check_args(name, arguments, tools)
         if asks(name, arguments, key, given):
@@ -222,17 +224,22 @@ def run_call(
                 consent(args["command"], from_text)
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
+        # recorded as begun (a --resume after a kill knows it may have run; the page times it)
+        transcripts.record(given.get("transcript") if key else None, "tool/started", call_id=key)
         ran[key] = None  # begun: stopped from here on, it may have done some of its work
+        began = time.monotonic()
         result, ok = ran[key] = tool_map[name](**args, **kwargs), True
     except ToolError as e:
         result, ok = ran[key] = f"error: {e}", False
     except Exception as e:  # a bug or an OS error in a tool is news for the model, not a crash
-        if type(e).__module__ == "bdb":  # q in pdb: the person leaves the debugger; no tool failed
+        # q in pdb: the person leaves the debugger; a transcript that cannot be written ends the run
+        if type(e).__module__ == "bdb" or isinstance(e, transcripts.TranscriptError):
             raise
         result, ok = ran[key] = f"error: {type(e).__name__}: {e}", False
     # the key hidden (a file or a command may show it), at most MAX_OUTPUT long
     result = clip(result)
-    say(f"  {'←' if ok else '✗'} {shorten(result, 160)}")
+    took = f" · {round((time.monotonic() - began) * 1000)} ms" if began else ""
+    say(f"  {'←' if ok else '✗'} {shorten(result, 160)}{took}")
     return result, ok
 
 

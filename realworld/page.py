@@ -18,6 +18,7 @@ import hashlib
 import html
 import json
 import re
+from datetime import datetime
 
 from realworld import dialects, pauses, replies, runs
 from realworld.guards import arguments_line, hide_secrets, shorten, visible
@@ -39,7 +40,8 @@ border-radius:4px;max-height:30em;overflow:auto}
 .msg.new{border-color:#e90}.version{margin:.6em 0}.role{font-weight:600}.hidden{display:none}
 nav{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid #ddd}
 .bar-prompt{fill:#9bd}.bar-cached{fill:#5a8}.bar-completion{fill:#e96}.bar-latency{fill:#aaa}
-.total{fill:none;stroke:#333;stroke-width:1.5}span.prompt{color:#47a}span.cached{color:#386}
+.total{fill:none;stroke:#333;stroke-width:1.5}.total-scale{text-anchor:end}.number{text-anchor:middle}
+.window{stroke:#c33;stroke-dasharray:4 2}span.prompt{color:#47a}span.cached{color:#386}
 span.completion{color:#c63}
 """
 
@@ -100,6 +102,7 @@ def page(events: list[dict], system_prompt: str) -> str:
     """The whole page for a transcript's events; system_prompt: the agent's own."""
     # the key and passwords hidden at the one place everything passes, before anything is cut
     events = json.loads(hide_secrets(json.dumps(events, ensure_ascii=False)))
+    timed(events)
     requests, conversations = runs.walk(events)
     own = [r for r in requests if r.under is None]
     # a helper's requests under the call that started it, a summary's under its compaction
@@ -132,7 +135,7 @@ def page(events: list[dict], system_prompt: str) -> str:
         "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8>"
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{escape(title(events))}</title><style>{STYLE}</style></head><body>"
-        f"{header(events, system_prompt, own, requests)}{chart(requests)}"
+        f"{header(events, system_prompt, own, requests)}{chart(requests, compacted_window(events))}"
         f"<h2>The loop, step by step</h2>{''.join(body)}"
         "<h2 id=messages>The messages, as the model saw them</h2>"
         f"{message_list(own, final, lists)}"
@@ -149,6 +152,26 @@ def unshown(under: str, nested: dict, ends: dict) -> str:
     """The requests of a conversation that nothing else shows: a summary's that was not kept."""
     what = "a summary was asked for and not kept" if runs.is_summary(under) else escape(under)
     return f"<div class=event><b>{what}</b>{inner(under, nested, ends)}</div>"
+
+
+def timed(events: list[dict]) -> None:
+    """Give each tool/result of this page's copy of the events its tool's time, "ms": from the
+    tool/started that tools.run_call() recorded as the tool began, to the result."""
+    began = {}
+    for event in events:
+        if event["type"] == "tool/started":
+            began[event.get("call_id")] = event.get("time")
+        elif event["type"] == "tool/result" and event.get("call_id") in began:
+            event["ms"] = between(began.pop(event["call_id"]), event.get("time"))
+
+
+def between(start, end) -> int | None:
+    """Milliseconds from one event's time to another's; None where a time is no ISO time."""
+    try:
+        took = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+    except (TypeError, ValueError):
+        return None
+    return round(took.total_seconds() * 1000)
 
 
 def title(events: list[dict]) -> str:
@@ -337,7 +360,9 @@ def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
     if result is not None:
         content = result.get("content", "")
         state = "ok" if result.get("ok") else "declined" if "declined" in content else "error"
-        parts.append(f"<p class={state}>← {state}</p><pre>{escape(content)}</pre>")
+        ms = result.get("ms")
+        took = f" · the tool took {drawn(ms):,} ms" if ms is not None else ""
+        parts.append(f"<p class={state}>← {state}{took}</p><pre>{escape(content)}</pre>")
     return "".join(parts) + "</div>"
 
 
@@ -502,54 +527,87 @@ def fields(message: dict) -> str:
         return repr(message)[:10_000]
 
 
-def chart(requests: list[Request]) -> str:
+def chart(requests: list[Request], window: int | None = None) -> str:
     """Tokens per request, every one (a helper's and a summary's too), as stacked bars (prompt not
-    cached, cached, completion), the running total as a line, drawn as inline SVG."""
+    cached, cached, completion) on the left scale, the running total as a line on its own scale
+    at the right, the requests numbered along the bottom, drawn as inline SVG. window: the
+    context window where the run compacted, drawn with its 3/4 mark on the bars' scale."""
     steps = [
         {"tokens": tokens_of(r), "latency": drawn(r.reply.get("latency_ms")), "name": named(r)}
         for r in requests
     ]
     if not steps:
         return ""
-    width, height, gap = chart_width(steps), 140, 2
-    bar = width / len(steps)
-    largest = max(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps) or 1
+    width, top, bottom, gap = chart_width(steps), 20, 140, 2
+    bar, tall = width / len(steps), bottom - top
+    largest = max(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps)
+    scale = max(largest, window or 0) or 1  # the bars' scale: the window too, where it is drawn
     total, running, shapes = 0, [], []
     grand = sum(s["tokens"]["prompt"] + s["tokens"]["completion"] for s in steps) or 1
+    every = max(1, round(len(steps) / (width / 30)))  # a number each 30 pixels at least
     for i, s in enumerate(steps):
         t = s["tokens"]
-        x, y = i * bar, height
+        x, y = i * bar, bottom
         for part, value in (
             ("cached", t["cached"]),
             ("prompt", t["prompt"] - t["cached"]),
             ("completion", t["completion"]),
         ):
-            h = value / largest * (height - 20)
+            h = value / scale * tall
             y -= h
             shapes.append(
                 f"<rect class=bar-{part} x={x:.1f} y={y:.1f} width={max(bar - gap, 1):.1f} "
                 f"height={h:.1f}><title>{s['name']}: {value} {part} tokens</title></rect>"
             )
+        if i % every == 0 or i == len(steps) - 1:
+            number = f"x={x + bar / 2:.1f} y={bottom + 12}>{i + 1}"
+            shapes.append(f"<text class='scale number' {number}</text>")
         total += t["prompt"] + t["completion"]
-        running.append(f"{x + bar / 2:.1f},{height - total / grand * (height - 20):.1f}")
-    # the scale: the top of the tallest bar, and of the running total
+        running.append(f"{x + bar / 2:.1f},{bottom - total / grand * tall:.1f}")
+    # the scales: the bars' at the left, the running total's at the right, each its own
     shapes += [
-        f"<line class=grid x1=0 y1=20 x2={width} y2=20></line>",
-        f"<text class=scale x=2 y=14>{largest:,} tokens</text>",
+        f"<line class=grid x1=0 y1={top} x2={width} y2={top}></line>",
+        f"<text class=scale x=2 y=14>{scale:,} tokens</text>",
+        f"<text class='scale total-scale' x={width - 2} y=14>running total {total:,}</text>",
     ]
+    if window:
+        for share, label in ((1, "window"), (0.75, "3/4: compaction")):
+            y = bottom - window * share / scale * tall
+            shapes.append(f"<line class=window x1=0 y1={y:.1f} x2={width} y2={y:.1f}></line>")
+            at = f"x={width - 2} y={y + 10:.1f}"  # under its line, at the right
+            shapes.append(
+                f"<text class='scale total-scale' {at}>{label}, {window * share:,.0f}</text>"
+            )
     return (
         "<h2>Tokens per request</h2><svg role=img aria-label='tokens per request' "
-        f"viewBox='0 0 {width} {height}' width={width} height={height}>"
+        f"viewBox='0 0 {width} {bottom + 16}' width={width} height={bottom + 16}>"
         + "".join(shapes)
         + f"<polyline class=total points='{' '.join(running)}'><title>running total: {total} "
-        "tokens</title></polyline></svg><p class=meta>Each bar is one request, in the order sent "
-        "(a helper's and a summary's among them): <span class=cached>"
+        "tokens</title></polyline></svg><p class=meta>Each bar is one request, numbered in the "
+        "order sent (a helper's and a summary's among them): <span class=cached>"
         "cached prompt tokens</span>, <span class=prompt>prompt tokens not cached</span>, "
-        "<span class=completion>completion tokens</span>"
-        + ("; the line is the running total" if len(steps) > 1 else "")
-        + f" ({total:,} tokens in all); the dashed line is the tallest bar, {largest:,} tokens."
-        f"</p>{latency_chart(steps)}"
+        f"<span class=completion>completion tokens</span>, on the scale at the left, whose top "
+        f"(the dashed line) is {scale:,} tokens"
+        + (
+            f"; the line is the running total, on its own scale: its top is all {total:,} tokens"
+            if len(steps) > 1
+            else f" ({total:,} tokens in all)"
+        )
+        + (
+            f"; the red lines are the context window, {window:,} tokens, and its 3/4, where the "
+            "agent compacts the conversation"
+            if window
+            else ""
+        )
+        + f".</p>{latency_chart(steps)}"
     )
+
+
+def compacted_window(events: list[dict]) -> int | None:
+    """The window the run compacted for, where it compacted (its last context/compacted): None
+    where it never did."""
+    sizes = [drawn(e.get("window")) for e in events if e["type"] == "context/compacted"]
+    return sizes[-1] if sizes and sizes[-1] else None
 
 
 def named(request: Request) -> str:
@@ -562,8 +620,8 @@ def named(request: Request) -> str:
 
 
 def chart_width(steps: list[dict]) -> int:
-    """Pixels: 12 a step, from 200 to 1,000."""
-    return max(200, min(1000, 12 * len(steps)))
+    """Pixels: 12 a step, from 320 (room for the scales' words) to 1,000."""
+    return max(320, min(1000, 12 * len(steps)))
 
 
 def latency_chart(steps: list[dict]) -> str:

@@ -49,8 +49,9 @@ def still_waiting(events: list[dict], messages: list[dict]) -> list[dict]:
 
 
 def started(events: list[dict]) -> set:
-    """The calls that began to run after the last pause (agent.go_on() records each first): if
-    the agent was killed then, they may or may not have run, and are never run again."""
+    """The calls that began to run after the last pause (tools.run_call() records each as it
+    begins): if the agent was killed then, they may or may not have run, and are never run
+    again."""
     ends = [i for i, e in enumerate(events) if e["type"] == "turn/end" and "under" not in e]
     after = events[ends[-1] + 1 :] if ends else events
     return {e.get("call_id") for e in after if e["type"] == "tool/started" and "under" not in e}

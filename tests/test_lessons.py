@@ -171,11 +171,12 @@ def test_lesson_08_a_subagent_runs_the_loop_on_a_conversation_of_its_own(tmp_pat
         "run/start",  # its own system prompt and tools
         "user/message",
         "assistant/message",
+        "tool/started",  # as its tool began
         "tool/result",
         "assistant/message",
         "turn/end",
     ]
-    helper_answer = under[4]["message"]["content"]
+    helper_answer = under[5]["message"]["content"]
     [result] = [e for e in events if e["type"] == "tool/result" and e["call_id"] == "call_helper"]
     assert result["content"] == helper_answer  # only its answer comes back
     conversation = runs.conversation(events)  # the helper's steps are not the caller's

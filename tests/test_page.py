@@ -450,3 +450,41 @@ def test_a_text_that_begins_with_a_newline_shows_it(tmp_path, loop, server, chro
     shown = chromium.dom(written(tmp_path, ran.transcript))
     assert '<pre class="text">\nanswer</pre>' in shown
     assert "<pre>\nthe second line" in shown
+
+
+def test_the_charts_scales_say_what_each_line_stands_for():
+    # Each line on its own scale: the bars' top at the left, the running total's at the right;
+    # the requests numbered along the bottom; lesson 10's window and its 3/4 mark, where it
+    # compacts, and no window on a page of a run that never compacted (issue #46).
+    for lesson, window in (("lesson-10", 1000), ("lesson-01", None)):
+        events = transcripts.read(PAGES.parent.parent / "examples" / f"{lesson}.jsonl")
+        shown = page.page(events, SYSTEM_PROMPT)
+        requests = runs.requests(events)
+        used = [r.reply["usage"] for r in requests]
+        grand = sum(u["prompt_tokens"] + u["completion_tokens"] for u in used)
+        assert f">running total {grand:,}</text>" in shown
+        numbers = re.findall(r"<text class='scale number' x=[\d.]+ y=\d+>(\d+)</text>", shown)
+        assert numbers == [str(n) for n in range(1, len(requests) + 1)]
+        marks = re.findall(r"<line class=window x1=0 y1=([\d.]+)", shown)
+        if window:
+            assert len(marks) == 2 and f">window, {window:,}</text>" in shown
+            assert f">3/4: compaction, {window * 3 // 4:,}</text>" in shown
+            top, three_quarters = (float(y) for y in marks)
+            assert three_quarters - top == pytest.approx((140 - 20) / 4, abs=0.2)
+        else:
+            assert marks == [] and "the context window" not in shown
+
+
+def test_each_tools_time_is_on_its_line_and_on_the_page(tmp_path, loop, server):
+    # The tool's own time, from the moment it began (its tool/started, after any question) to its
+    # result: on the terminal's result line, and on the page as the two events' times say it.
+    (loop.workdir / "a.txt").write_text("A")
+    server.add(reply(tool_calls=[call("read_file", {"path": "a.txt"}, "c1")]), reply("read"))
+    ran = loop("go", yes=True)
+    assert re.search(r"^  ← A · \d+ ms$", ran.stderr, re.M), ran.stderr
+    events = ran.events()
+    [began] = [e["time"] for e in events if e["type"] == "tool/started"]
+    [ended] = [e["time"] for e in events if e["type"] == "tool/result"]
+    took = page.between(began, ended)
+    assert took is not None and took >= 0
+    assert f"← ok · the tool took {took:,} ms</p>" in page.page(events, SYSTEM_PROMPT)

@@ -33,11 +33,12 @@ def test_transcript_records_each_event_in_order_and_never_the_key(agent, server)
         "run/start",
         "user/message",
         "assistant/message",
+        "tool/started",  # as the tool began, after any question: its time is the page's
         "tool/result",
         "assistant/message",
         "turn/end",
     ]
-    start, tool, end = result.events()[0], result.events()[3], result.events()[-1]
+    start, tool, end = result.events()[0], result.events()[4], result.events()[-1]
     assert (
         start["model"] == "test-model"
         and start["base_url"] == server.url
