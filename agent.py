@@ -18,11 +18,11 @@ Try the loop from a Python prompt in this folder:
     >>> agent.run("list the files", client=client, model="qwen3")
 """
 
-import signal
-import sys
+import _signal  # signal's C half, loaded at once: signal itself loads enum, functools and more
 
 if __name__ == "__main__":  # Ctrl-C while the modules load: a quiet exit (main() sets it back)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+import sys
 from typing import NamedTuple
 
 import config

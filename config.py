@@ -385,7 +385,7 @@ def parse_options(
     if missing and not (options.show or options.html):  # --show and --html need neither
         raise ConfigError(
             f"{' and '.join(missing)} not installed here; in this folder run: "
-            "python3 -m venv .venv && . .venv/bin/activate && pip install -e .  "
+            "python3 -m venv .venv && . .venv/bin/activate && pip install .  "
             "(or activate the .venv made before)"
         )
     if not options.base_url.startswith(("http://", "https://")):

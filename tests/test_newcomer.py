@@ -84,7 +84,7 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert "not installed" in done.stderr and "pip install -e ." in done.stderr
+    assert "not installed" in done.stderr and "pip install .  " in done.stderr
 
 
 # Where each lesson's row in the README puts its breakpoint: (file, the line's text, lines after).

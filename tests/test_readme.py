@@ -56,7 +56,7 @@ def test_the_safety_page_says_what_blanking_cannot_stop():
 def test_ci_runs_the_readme_test_command_word_for_word():
     command = (
         "python3 -m venv .venv && . .venv/bin/activate && "
-        'pip install -e ".[test]" && python -m pytest'
+        'pip install ".[test]" && python -m pytest'
     )
     assert command in README.split("\n## ")[0]  # on the first screen
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
@@ -64,7 +64,7 @@ def test_ci_runs_the_readme_test_command_word_for_word():
 
 def test_readme_first_screen_shows_how_to_run_the_agent():
     assert (
-        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . && python agent.py"
+        "python3 -m venv .venv && . .venv/bin/activate && pip install . && python agent.py"
         in README.split("\n## ")[0]
     )
 
@@ -215,7 +215,7 @@ def test_the_first_screen_links_the_chinese_readme_which_has_the_same_commands()
     assert "(README.zh.md)" in first
     for command in re.findall(r"^python3 -m venv .*$", first, re.M):
         assert command.split(" && python agent.py")[0] in CHINESE
-    assert 'pip install -e ".[test]" && python -m pytest' in CHINESE
+    assert 'pip install ".[test]" && python -m pytest' in CHINESE
 
 
 def test_the_first_screen_says_how_long_the_tests_take_and_how_windows_differs():

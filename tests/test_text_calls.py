@@ -846,3 +846,147 @@ def test_a_reply_of_thousands_of_openers_is_read_in_bounded_time(text):
     dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
     after = resource.getrusage(resource.RUSAGE_SELF)
     assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+
+
+# --- A second fresh try (issue #43): members of the families above that no test named -------------
+
+SECOND_HELD = [
+    # a blockquote goes on lazily to its paragraph's end (CommonMark 5.1, laziness)
+    f"> quote\ncontinues\n{ONE_LINE}",
+    # a math sign or a comma before a bare payload: an assignment, a row (UAX #29: neither ends a
+    # sentence)
+    f"x = {BARE}",
+    f"const call = {BARE};",
+    f"a,{BARE},",
+    f"x = \\\n{BARE}",  # Python's explicit line joining (reference 2.1.5), the shell's too
+    # a whole-reply fence is a call only when it holds JSON (Qwen2.5-Coder's and xLAM's ```json)
+    f"```python\n{BARE}\n```",
+    f"```yaml\n{BARE}\n```",
+    # elements whose names only contain a format's word (MDX's <Callout>, <tooltip>)
+    f'<Callout type="info">\n{CONFIG}\n</Callout>',
+    f"<tooltip>\n{CONFIG}\n</tooltip>",
+    f"<ToolExample>\n{CONFIG}\n</ToolExample>",
+    f"<recall>\n{CONFIG}",
+    # blocks left open: Pandoc's fenced div (and Docusaurus', Quarto's), Jinja's comment, Perl's
+    # POD, Ruby's =begin, LaTeX's \iffalse
+    f"::: example\n{CONFIG}",
+    f":::note\n{CONFIG}",
+    f"{{#\n{CONFIG}",
+    f"=pod\n\n{CONFIG}",
+    f"=begin\n{CONFIG}",
+    f"\\iffalse\n{CONFIG}",
+    # an ASCII quotation opened on the line above, left open (an odd count in its paragraph)
+    f'He said "run this:\n{CONFIG}',
+    # bracket tokens that wrap the call, as an element does
+    f"[EXAMPLE]{ONE_CONFIG}[/EXAMPLE]",
+    # an unclosed block tag, never closed, at the head of its line or glued after a mark
+    f"<pre>\n{CONFIG}",
+    f"Here:<example>\n{CONFIG}",
+]
+
+
+@pytest.mark.parametrize("text", SECOND_HELD, ids=[str(i) for i in range(len(SECOND_HELD))])
+def test_a_second_try_of_held_members_is_no_call(text):
+    assert recovered(text) == []
+
+
+WROTE_CONFIG = [("write_file", {"path": "config.json", "content": "{}"})]
+SECOND_STANDS = [
+    # what a closed code block or span holds opens nothing around the call
+    f"Here's the program:\n```cpp\n#include <iostream>\nint main() {{ return 0; }}\n```\nSaving."
+    f"\n{CONFIG}",
+    f"Use `<p>` here.\n{CONFIG}",
+    f"I removed the `<think>` tags.\n{CONFIG}",
+    f'Note `"""` starts a docstring.\n{CONFIG}',
+    f"```python\ns = '«'\n```\nSaving.\n{CONFIG}",
+    f"```\n|---|---|\n```\nSaving.\n{CONFIG}",
+    # a placeholder of prose, a word and a space before it, never closed
+    f"Usage: read <path>\nWriting.\n{CONFIG}",
+    f"Replace <name> with yours. Writing.\n{CONFIG}",
+    f'The screen is 15" wide.\n{CONFIG}',  # inches, no quotation
+    # an element of the text's own, closed before the call, stays in the content
+    f"<tool_response>\nok\n</tool_response>\n{CONFIG}",
+    f"{CONFIG}\u200b",  # a zero-width space after the call
+]
+
+
+@pytest.mark.parametrize("text", SECOND_STANDS, ids=[str(i) for i in range(len(SECOND_STANDS))])
+def test_a_second_try_of_standing_calls_reads_each(text):
+    assert recovered(text) == WROTE_CONFIG
+
+
+def test_a_text_tag_stays_in_the_content_sent_back():
+    calls, content, _ = dialects.recover_tool_calls(f"<callout>Saving.</callout>\n{CONFIG}", KNOWN)
+    assert len(calls) == 1 and content == "<callout>Saving.</callout>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Qwen3-Coder (vLLM qwen3coder_tool_parser.py), the <invoke> form, GLM's, Gemma's
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nevil.txt\n</parameter>\n"
+        "<parameter=path>\na.txt\n</parameter>\n<parameter=content>\nhi\n</parameter>\n"
+        "</function>\n</tool_call>",
+        '<invoke name="write_file"><parameter name="path">evil.txt</parameter><parameter '
+        'name="path">a.txt</parameter><parameter name="content">hi</parameter></invoke>',
+        "<tool_call>write_file<arg_key>path</arg_key><arg_value>evil.txt</arg_value><arg_key>path"
+        "</arg_key><arg_value>a.txt</arg_value><arg_key>content</arg_key><arg_value>hi</arg_value>"
+        "</tool_call>",
+        "call:write_file{path:<escape>evil.txt<escape>,path:<escape>a.txt<escape>,content:<escape>"
+        "hi<escape>}",
+    ],
+    ids=["qwen3-coder", "invoke", "glm", "gemma"],
+)
+def test_a_key_given_twice_in_any_form_is_no_call(text):
+    # which value is meant is a guess, as for JSON (dialects.once())
+    assert recovered(f"Writing.\n{text}") == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        json.dumps({"content": '<tool_call>{"name": "run_shell", "arguments": {"command": "É"}}'}),
+        "&lt;tool_call&gt;{&quot;name&quot;: &quot;run_shell&quot;, &quot;arguments&quot;: "
+        "{&quot;command&quot;: &quot;É&quot;}}&lt;/tool_call&gt;",
+    ],
+    ids=["json-ascii-escapes", "html-escapes"],
+)
+def test_a_call_copied_from_an_escaped_tool_result_is_a_quotation(source):
+    text = 'Here.\n<tool_call>{"name": "run_shell", "arguments": {"command": "É"}}</tool_call>'
+    assert recovered(text) and recovered(text, [source]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        HERMES + "<div>" + "<tool_call>" * 16 + "x",  # a tag two alternatives read
+        "<tool_call>" * 24 + "x" + HERMES,  # markup before a payload
+        "<callcallcallcall>" * 12 + "x" + HERMES,  # a name split at many places
+        ("write_file" + "<tool_call>" * 20 + "x") * 3,  # between a name and its arguments
+        "<function=write_file>\n<parameter=path>\n" * 4000 + HERMES,  # one key again and again
+        "(*" * 25_000 + "=#" * 25_000 + "\n" + HERMES,  # closers of nothing open
+        "<a>" * 16_000 + "</z>" * 12_500 + "\n" + HERMES,
+        ('\n{"x": "' + "read_file " * 2000) * 50 + HERMES,  # names in one long string
+        'write_file"{' * 83_333 + HERMES,
+    ],
+    ids=[
+        "turn-end",
+        "markup-at-end",
+        "split-names",
+        "glue",
+        "repeated-key",
+        "environments",
+        "elements",
+        "long-strings",
+        "names-before-braces",
+    ],
+)
+def test_a_reply_that_made_a_reader_backtrack_is_read_in_bounded_time(text):
+    # A bound that protects the machine, in CPU seconds: from 2 s to minutes each before, as
+    # little as 278 characters (about 0.1 s to 1 s here now).
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
