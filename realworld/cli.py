@@ -251,6 +251,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         )
     status, going_on, spent_out = 0, approvals is not None, False
     # going on from a pause: that turn first, the task (if any) after its open calls
+    typed = not (task or going_on or replay)
     todo = [task or None] if task or going_on else tasks()
     if replay and not options.task:  # every task it recorded, one after another
         todo = runs.recorded_inputs(recorded) or todo
@@ -258,11 +259,13 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         if each and each.startswith("/"):  # a command, never a task for the model
             slash(each, messages, tools, options, client, transcript)
             continue
-        asked = [m["role"] for m in messages].count("user")
+        asked, spent_before = [m["role"] for m in messages].count("user"), len(client.costs)
         if replay and each:  # the recorded task it replays, as a person would have typed it
             say(f"task: {pauses.one_line(each)}")
         outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
         approvals = None
+        if typed:  # at the prompt, what the task cost and what the session has
+            say(session_cost(client, spent_before))
         status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
         if outcome and outcome.status == "budget":  # spent for the session: no later task runs
             spent_out = True
@@ -398,6 +401,7 @@ def turn(program: Program, task, messages, tools, options, client, transcript, a
 # What a line typed at the > prompt may be, besides a task.
 COMMANDS = {
     "/compact": "make room in the conversation now (lesson 10)",
+    "/cost": "what the session has cost so far",
     "/help": "these commands",
     "exit": "end the session (quit, /exit, /quit and 退出 too, or Ctrl-D)",
 }
@@ -414,11 +418,33 @@ def slash(line: str, messages: list[dict], tools: list, options, client, transcr
         else:
             offered = schemas(tools)
             compaction.compact(messages, client, options.model, offered, transcript, asked=True)
+    elif line == "/cost":
+        say(session_cost(client))
     elif line == "/help":
         say("; ".join(f"{name}: {what}" for name, what in COMMANDS.items()) + f"; {CTRL_C}")
     else:
         known = ", ".join(COMMANDS)
         say(f"agent: {pauses.one_line(line[:40])} is no command ({known}); nothing was sent")
+
+
+def session_cost(client, before: int | None = None) -> str:
+    """One line: what the requests after the first before cost (a task's), and the session's;
+    the session's alone where before is None (/cost). Tokens where no price is known."""
+    if not client.costs:
+        return "cost: no request was sent yet"
+
+    def said(costs: list, tokens: list) -> str:
+        cost = replies.total_cost(costs)
+        if cost is None and any(costs):
+            return "unknown (a price is missing for some of it)"
+        if cost is None:  # no price known: the tokens
+            return replies.describe_tokens(replies.total_tokens(tokens)) if tokens else "nothing"
+        return replies.describe_cost(cost)
+
+    session = f"the session {said(client.costs, client.tokens)}"
+    if before is None:
+        return f"cost: {session}"
+    return f"cost: this task {said(client.costs[before:], client.tokens[before:])}; {session}"
 
 
 def tasks():

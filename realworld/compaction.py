@@ -275,6 +275,8 @@ def summarize(messages: list[dict], current: int, client, model: str, transcript
     message = reply.model_dump(exclude_unset=True)
     cost = {"cost": resp.cost} if resp.cost else {}  # counted in the total
     transcripts.record_message(under, message, usage=usage, finish_reason=finish_reason, **cost)
+    # a request of its own, on a line of its own: the step lines add up to the total
+    say(f"the summary's request: {replies.describe_tokens(replies.count_tokens(usage), resp.cost)}")
     summary = dialects.split_thinking(reply.content or "")[1].strip()
     if not summary or reply.tool_calls or finish_reason in ("length", "content_filter"):
         say("compacting: the model's reply was no summary (empty, cut off or a call); kept")

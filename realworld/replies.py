@@ -189,6 +189,9 @@ class Client:
         if prices is None:
             raise BudgetSpent(config.no_price_for(model))
         spent = sum(cost["amount"] for cost in self.costs if cost)
+        if spent >= self.budget and not self.costs:
+            budget = money(self.budget, prices.currency)
+            raise BudgetSpent(f"the budget of {budget} buys no request; none was sent")
         if spent >= self.budget:
             raise BudgetSpent(
                 f"spent {money(spent, prices.currency)} of the budget of "

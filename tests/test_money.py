@@ -275,3 +275,45 @@ def test_a_paused_replays_show_says_how_a_replay_goes_on(tmp_path):
     replayed = {**event, "settings": {"base_url": "replay of examples/lesson-01.jsonl"}}
     assert "--resume" in next(page.shown_pause(event))
     assert "replay it at a terminal, or with --yes" in next(page.shown_pause(replayed))
+
+
+# --- Every request's cost on a line, and what nothing spent says (issue #45) ---------------------
+
+
+def test_lesson_10s_lines_add_up_to_its_total_the_summarys_request_on_one_of_its_own(tmp_path):
+    lesson = ROOT / "examples" / "lesson-10.jsonl"
+    options = ["--yes", "--model", "deepseek-flash", "--workdir", str(tmp_path / "work")]
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--replay", str(lesson), *options],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    said = r"(\d+) prompt tokens \((\d+) cached\), (\d+) completion tokens, ([\d.]+) USD"
+    lines = re.findall(rf"^(?:step \d+|the summary's request): {said}", done.stderr, re.M)
+    [total] = re.findall(rf"^total: {said}", done.stderr, re.M)
+    assert len(lines) == 6  # five steps of its own and the summary's request
+    for column in range(3):
+        assert sum(int(line[column]) for line in lines) == int(total[column])
+    assert sum(float(line[3]) for line in lines) == pytest.approx(float(total[3]), abs=2e-6)
+
+
+def test_a_budget_of_nothing_says_no_request_was_sent(agent, server):
+    done = agent("--budget", "0", "--model", "deepseek-flash", "go")
+    assert done.returncode == 3 and not server.requests
+    assert "the budget of 0.00 USD buys no request; none was sent" in done.stderr
+    assert "spent" not in done.stderr
+
+
+@posix_only
+def test_at_the_prompt_each_task_says_its_cost_and_the_sessions_and_slash_cost_again(agent, server):
+    server.add(reply("one", usage=DEEPSEEK_USAGE), reply("two", usage=DEEPSEEK_USAGE))
+    env = clean_env(AGENT_API_KEY=KEY, **PRICES)
+    done = agent("--yes", terminal="first\nsecond\n/cost\nexit\n", env=env)
+    assert done.returncode == 0, done.stderr
+    task, session = f"0.48 EUR {SAVED}", "0.96 EUR (the cache saved 1.44 EUR, 60%)"
+    assert done.stderr.count(f"cost: this task {task}; the session {task}\n") == 1
+    assert done.stderr.count(f"cost: this task {task}; the session {session}\n") == 1
+    assert done.stderr.count(f"cost: the session {session}\n") == 1  # /cost

@@ -319,11 +319,11 @@ def test_a_line_starting_with_a_slash_is_a_command_and_never_a_task(agent, serve
     server.add(reply("done"))
     result = agent("--yes", terminal="/help\n/compat\nwhat now?\nexit\n")
     assert result.returncode == 0
-    assert result.stderr.startswith("type a task, or /compact, /help, exit\n") or (
-        "type a task, or /compact, /help, exit\n" in result.stderr.split("> ")[0]
+    assert result.stderr.startswith("type a task, or /compact, /cost, /help, exit\n") or (
+        "type a task, or /compact, /cost, /help, exit\n" in result.stderr.split("> ")[0]
     )
     assert "/compact: make room in the conversation now" in result.stderr
-    assert "/compat is no command (/compact, /help, exit); nothing was sent" in result.stderr
+    assert "/compat is no command (/compact, /cost, /help, exit); nothing was sent" in result.stderr
     assert len(server.requests) == 1 and server.messages(0)[-1]["content"] == "what now?"
 
 

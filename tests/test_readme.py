@@ -55,8 +55,7 @@ def test_the_safety_page_says_what_blanking_cannot_stop():
 
 def test_ci_runs_the_readme_test_command_word_for_word():
     command = (
-        "python3 -m venv .venv && . .venv/bin/activate && "
-        'pip install ".[test]" && python -m pytest'
+        'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && python -m pytest'
     )
     assert command in README.split("\n## ")[0]  # on the first screen
     assert command in (ROOT / ".ci" / "run").read_text().splitlines()
