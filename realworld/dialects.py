@@ -14,6 +14,7 @@ import bisect
 import collections
 import functools
 import html
+import itertools
 import json
 import re
 import sys
@@ -119,11 +120,26 @@ THINK_MARK = Pattern(
     re.I,
 )
 CLOSING = Pattern(r"/|end|close|suffix|^<\w+\|>$", re.I)
-THINK_HEADER = Pattern(
-    r"\s*Here(?: is|'s| are) my (?:thought process|reasoning steps?):\s*(.*?)"
-    r"(?:\n\s*(?=Here(?: is|'s) my response:|\[BEGIN FINAL RESPONSE\])|$)",
-    re.S | re.I,
-)
+# Granite's and Apriel's headers: the thinking runs to a line break before the response's
+THINK_HEADER = Pattern(r"\s*Here(?: is|'s| are) my (?:thought process|reasoning steps?):\s*", re.I)
+RESPONSE_HEADER = Pattern(r"Here(?: is|'s) my response:|\[BEGIN FINAL RESPONSE\]", re.I)
+
+
+def headed_thinking(content: str, at: int) -> tuple[str, str]:
+    """(the thinking after a header that ends at content[at], the rest from the response's header,
+    or "" where none follows after a line break). The headers are found by what they say, and the
+    blank before one is looked at once: a pattern that tried each line break of a long run of
+    them read the run again at each."""
+    for mark in RESPONSE_HEADER.finditer(content, at):
+        before = content[at : mark.start()]
+        kept = before.rstrip()
+        blank = before[len(kept) :]
+        if "\n" in blank:
+            return kept + blank[: blank.index("\n")], content[mark.start() :]
+    thinking = content[at:]
+    return (thinking[:-1], "\n") if thinking.endswith("\n") else (thinking, "")
+
+
 ANSWER_OPEN = Pattern(
     r"\s*(?:<(?:answer|response|final)>|<\|START_RESPONSE\|>|\[BEGIN FINAL RESPONSE\]"
     r"|<\|open\|>response<\|sep\|>|Here(?: is|'s) my response:)\s*",
@@ -191,7 +207,8 @@ def one_thinking(content: str) -> tuple[str, str]:
     """The first thinking of content and the rest."""
     header = THINK_HEADER.match(content)
     if header:
-        return header.group(1), response(content[header.end() :])
+        thinking, rest = headed_thinking(content, header.end())
+        return thinking, response(rest)
     outside, read_to = None, 0  # found when a closing mark first needs it, for the text up to it
     for mark in THINK_MARK.finditer(content):
         closing = bool(CLOSING.search(mark.group()))
@@ -312,7 +329,7 @@ GLUED = (
     r"\[/?[A-Z][A-Z_]{2,30}\](?=[ \t]*(?:\S|\Z))|>>>(?=\S|\Z)|\bcall:(?=\S|\Z)"
     r"|(?:assistant|commentary|analysis|function|functools)(?=[<\[]| to=)"
     r"|function call(?=<\|role_sep)"  # GigaChat 3's (vLLM gigachat3_tool_parser.py)
-    r"|[ \t]?to=(?=\S|\Z)"
+    r"|\bto=(?=\S|\Z)"  # the blank before it is blank, read once
 )
 TOKEN = rf"{SPECIAL}|{GLUED}"
 # after a call: a fence it opened, brackets (not the [ of the next call's [TOOL_CALLS])
@@ -323,10 +340,26 @@ OPENING = Pattern(TOKEN)  # a call that opens with its format's markup
 
 # Between a tool's name and its JSON arguments: DeepSeek's separator and ```json fence, Kimi's
 # :0 and argument token, Mistral's [CALL_ID]id[ARGS], harmony's <|constrain|>json<|message|>.
-GLUE = Pattern(
-    rf"(?:\s|:\d+|[\"'`>=]|{TOKEN}|\[CALL_ID\]\w{{0,64}}|json|commentary|```(?:json)?){{0,40}}?"
-    r"(?=\{|\"\{)"
+# One item at a time (glue()): as one pattern of 40 optional items, a name followed by 42
+# backticks took seconds to refuse, each split of them tried.
+GLUE_ITEM = Pattern(
+    rf"```(?:json)?|\s+|:\d+|[\"'`>=]|\[CALL_ID\]\w{{0,64}}|{TOKEN}|json|commentary"
 )
+
+
+def glue(text: str, at: int) -> int | None:
+    """Where the arguments after a name begin ({, or "{ for ones encoded as a string), past at
+    most 40 items of glue; None if no object follows."""
+    for _ in range(41):
+        if text.startswith(("{", '"{'), at):
+            return at
+        item = GLUE_ITEM.match(text, at)
+        if not item or not item.group():
+            return None
+        at = item.end()
+    return None
+
+
 NAME_KEYS = ("name", "function", "tool", "tool_name", "function_name")
 ARGUMENT_KEYS = ("arguments", "parameters", "args", "input", "params", "kwargs")
 OTHER_KEYS = {"type", "id", "index", "call_id", "tool_call_id"}
@@ -400,7 +433,10 @@ def arguments_of(value) -> dict | None:
         held = value.strip()
         if held and held[0] + held[-1] not in ("{}", '""', "``"):  # holds no object
             return None
-        value = json.loads(clean_arguments(value)[0]) if held else {}
+        try:  # one key twice, even encoded in a string, is a guess: no arguments
+            value = DECODER.decode(clean_arguments(value)[0]) if held else {}
+        except ValueError:
+            return None
     return value if isinstance(value, dict) else None
 
 
@@ -471,13 +507,13 @@ LINE_OBJECT = Pattern(r"(?<=[\n>]) ?\{")  # Hermes' <tool_call>\n{...}, the name
 
 def object_after(text: str, name: re.Match, _wanted=None, decode=None):
     """NAME, markup, then its arguments as a JSON object: (arguments, start, end)."""
-    glue, decode = GLUE.match(text, name.end()), decode or json_at
-    found = (decode(text, glue.end()) or gemma_object(text, glue.end())) if glue else None
+    begins, decode = glue(text, name.end()), decode or json_at
+    found = (decode(text, begins) or gemma_object(text, begins)) if begins is not None else None
     arguments = arguments_of(found[0]) if found else None
     if arguments is None:
         return None
     end = found[1]
-    if "```" in glue.group():  # DeepSeek V3 closes the fence it opened
+    if "```" in text[name.end() : begins]:  # DeepSeek V3 closes the fence it opened
         close = FENCE_CLOSE.match(text, end)
         end = close.end() if close else end
     return arguments, head(text, name), end
@@ -499,12 +535,6 @@ HEAD = Pattern(rf"<(?:{B}DSML{B})?(?:[\w:.-]{{1,30}}(?:=|\s+name=)[\"']?)?")
 
 # FunctionGemma's and Gemma 4's {key:<escape>value<escape>, n:42}: keys bare, strings between
 # escape tokens (vLLM functiongemma_tool_parser.py, gemma4_tool_parser.py).
-GEMMA_OBJECT = Pattern(
-    r"\{((?:\s*\w{1,64}:(?:<escape>(?:(?!<escape>).)*<escape>|<\|\"\|>(?:(?!<\|\"\|>).)*<\|\"\|>"
-    r"|\"(?:[^\"\\]|\\.)*\""
-    r"|[^,{}<]{0,200})\s*,?)*)\}",
-    re.S,
-)
 GEMMA_PAIR = Pattern(
     r"\s*(\w{1,64}):(?:<escape>((?:(?!<escape>).)*)<escape>|<\|\"\|>((?:(?!<\|\"\|>).)*)<\|\"\|>"
     r"|(\"(?:[^\"\\]|\\.)*\")"
@@ -514,19 +544,25 @@ GEMMA_PAIR = Pattern(
 
 
 def gemma_object(text: str, at: int):
-    """(the arguments of a Gemma call object at text[at], where it ends), or None."""
-    found = GEMMA_OBJECT.match(text, at)
-    if not found or not found.group(1).strip():
+    """(the arguments of a Gemma call object at text[at], where it ends), or None. Read pair by
+    pair: as one pattern of optional pairs, "{a:b a:b ..." took minutes to refuse."""
+    if not text.startswith("{", at):
         return None
-    arguments = {}
-    for p in GEMMA_PAIR.finditer(found.group(1)):
+    arguments, at = {}, at + 1
+    while p := GEMMA_PAIR.match(text, at):
         if p.group(1) in arguments:
             return None  # a key given twice: which value is meant is a guess (as once() says)
         quoted = p.group(4) and json_at(p.group(4), 0)  # "g4q.txt": the value without quotes
         arguments[p.group(1)] = (
             quoted[0] if quoted else next(v for v in p.groups()[1:] if v is not None)
         )
-    return {k: v.strip() if isinstance(v, str) else v for k, v in arguments.items()}, found.end()
+        at = GEMMA_COMMA.match(text, p.end()).end()
+    if not arguments or not text.startswith("}", at):
+        return None
+    return {k: v.strip() if isinstance(v, str) else v for k, v in arguments.items()}, at + 1
+
+
+GEMMA_COMMA = Pattern(r"\s*,?\s*")
 
 
 @functools.cache
@@ -646,14 +682,17 @@ def python_call(text: str, name: re.Match, wanted: list[str]):
     try:
         call = ast.parse("f" + text[at:end], mode="eval").body if end else None
         keys = [k.arg for k in call.keywords] if isinstance(call, ast.Call) else []
+        # a key given twice (by place and by name, or twice by name) or **{...}: Python refuses
+        # the first, and which value is meant is a guess
         if (
             not isinstance(call, ast.Call)
             or len(call.args) > len(wanted)
-            or len(set(keys)) < len(keys)
+            or None in keys
+            or len(set(keys) | set(wanted[: len(call.args)])) < len(keys) + len(call.args)
         ):
             return None
         arguments = dict(zip(wanted, map(literal, call.args), strict=False))
-        arguments |= {k.arg: literal(k.value) for k in call.keywords if k.arg}
+        arguments |= {k.arg: literal(k.value) for k in call.keywords}
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return None
     return arguments, name.start(), end
@@ -811,6 +850,7 @@ def contained(text: str, run: list[tuple], outside, prose: str) -> bool:
 def without_code(text: str, calls=()) -> str:
     """text with what its fenced blocks (but the fences in calls) and `inline` spans hold blanked,
     its line breaks kept: every place stays where it was."""
+    calls = set(calls)  # looked up for each block
     spans = [block for block in fenced_blocks(text) if block not in calls]
     spans += [m.span() for m in INLINE_CODE.finditer(text)]
     pieces, at = [], 0
@@ -874,7 +914,11 @@ def goes_on_its_line(text: str, line_start: int, start: int) -> bool:
     before = text[line_start:start].strip()
     if before and not any(unicodedata.category(c).startswith("L") for c in before):
         return True
-    return not OPENING.match(text, start) and not ends_a_sentence(before)
+    if OPENING.match(text, start):
+        return False
+    # a bare payload at the head of its line goes on a line that an operator or a comma ends
+    above = text[max(0, line_start - 200) : max(0, line_start - 1)].rpartition("\n")[2]
+    return continues(above) if not before else not ends_a_sentence(before)
 
 
 def ends_a_sentence(before: str) -> bool:
@@ -882,9 +926,17 @@ def ends_a_sentence(before: str) -> bool:
     opening quotation (Unicode's categories: every script's full stop, and emoji, count), nor a
     math symbol (x = CALL) or a comma (a, CALL: a list or a row goes on)."""
     last = before.rstrip()[-1:]
-    if last and (unicodedata.category(last) == "Sm" or last in COMMAS):
+    if continues(before):
         return False
     return not last or not (unicodedata.category(last)[0] in "LNM" or quotes(last))
+
+
+def continues(line: str) -> bool:
+    """Whether a line ends with an operator or a comma, which what follows goes on (x =, a,):
+    a math sign or ASCII's - * ^, but a tag's > and a path's or a comment's /."""
+    last = line.rstrip()[-1:]
+    operator = unicodedata.category(last) == "Sm" if last else False
+    return (operator and last not in "<>") or last in COMMAS + "-*^" if last else False
 
 
 COMMAS = ",\u3001\uff0c\u060c\ufe50"  # and the ideographic, fullwidth, Arabic and small ones
@@ -914,22 +966,44 @@ def in_quotation(text: str, line_start: int, start: int) -> bool:
 
 
 def in_element(text: str, start: int) -> bool:
-    """Whether an element that is not call markup is open where the call starts: closed after it,
-    or never (HTML leaves </li> and </p> out), but a void one (<br>) and a placeholder that prose
-    writes after a word and a space and never closes (read <path>)."""
+    """Whether an element that is not call markup is open where the call starts: one closed after
+    it; or one never closed (HTML leaves </li> and </p> out) that holds raw text (<pre>,
+    <script>), or that opens a block, its tag alone at the head or the end of its line, with no
+    blank line after it (CommonMark 4.6: an HTML block ends at one). A void element (<br>) holds
+    nothing, nor a tag in the middle of prose (read <path> now, (e.g. <path>))."""
+    begin = max(0, start - 100_000)
+    blank_lines = [m.start() for m in BLANK_LINE.finditer(text, begin, start)]
     marks = []
-    for tag in ELEMENT.finditer(text, max(0, start - 100_000), start):
+    for tag in ELEMENT.finditer(text, begin, start):
         closing, name, empty = tag.groups()
         name = name.lower()
         if not (CALL_TAG.fullmatch(name) or empty or name in VOID):
-            marks.append(
-                (not closing, name, bool(PLACEHOLDER.fullmatch(text, tag.start() - 2, tag.start())))
-            )
-    after = text[start:].lower()
-    return any(not prose or f"</{name}" in after for name, prose in left_open(marks))
+            released = bisect.bisect_left(blank_lines, tag.end()) < len(blank_lines)
+            marks.append((not closing, name, opens_a_block(text, tag) and not released))
+    closed_after = {m.group(1).lower() for m in CLOSING_TAG.finditer(text, start)}
+    return any(
+        block or name in RAW_TEXT or name in closed_after for name, block in left_open(marks)
+    )
 
 
-PLACEHOLDER = Pattern(r"\w ")  # a word and a space: what a placeholder of prose stands after
+CLOSING_TAG = Pattern(r"</([A-Za-z][\w:.-]{0,64})\s*>")
+
+
+BLANK_LINE = Pattern(r"\n[ \t]*\n")
+RAW_TEXT = {"pre", "script", "style", "textarea", "xmp", "listing", "plaintext"}  # CommonMark 4.6
+
+
+def opens_a_block(text: str, tag: re.Match) -> bool:
+    """Whether a tag stands alone at the head or the end of its line (read within 200 characters
+    each way), not after a word and a space: a block's tag, not a placeholder of prose."""
+    before = text[max(0, tag.start() - 200) : tag.start()].rpartition("\n")
+    after = text[tag.end() : tag.end() + 200].partition("\n")
+    head = (before[1] or tag.start() <= 200) and not before[2].strip()
+    end = (after[1] or tag.end() + 200 >= len(text)) and not after[0].strip()
+    return bool(head or end) and not PLACEHOLDER.search(before[2][-2:])
+
+
+PLACEHOLDER = Pattern(r"\w \Z")  # a word and a space: what a placeholder of prose stands after
 
 
 def left_open(marks) -> list[tuple]:
@@ -954,7 +1028,8 @@ def left_open(marks) -> list[tuple]:
 # =begin (to =cut, =end), LaTeX's \iffalse (to \fi), a here-document
 ENVIRONMENT = Pattern(
     r"\\(begin|end)\{([^{}\n]{1,40})\}|^[ \t]*#\+(begin|end)_(\w+)"
-    r"|(<!--|(?<![\w/.*~])/\*|\(\*(?!\))|\{-(?=[\s#|])|(?<!\S)#=|\{#|^:{3,}(?=[ \t]*[{\w])"
+    r"|(<!--|(?<![\w/.*~])/\*|\(\*(?=\s)|\{-(?=[\s#|])|^[ \t]*#=(?=\s)|^[ \t]*\{#(?=[\s-])"
+    r"|^:{3,}(?=[ \t]*[{\w])"
     r"|^=(?:begin|pod|head\d|over|item|for)\b|\\iffalse\b)"
     r"|(-->|\*/|\*\)|-\}|=#|#\}|^:{3,}[ \t]*$|^=(?:cut|end)\b|\\fi\b)",
     re.M | re.I,
@@ -963,7 +1038,9 @@ COMMENT_CLOSES = {"<!--": "-->", "/*": "*/", "(*": "*)", "{-": "-}", "#=": "=#",
 COMMENT_CLOSES |= {"\\iffalse": "\\fi"}
 # Bash's here-document: <<WORD or <<-WORD (the word quoted or not) holds the lines up to one that
 # is the word alone, after tabs for <<- (Bash manual, 3.6.6 Here Documents)
-HEREDOC = Pattern(r"<<(-?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2")
+# (and Ruby's <<~WORD): only where the line ends after it or goes on to a redirection or a pipe,
+# as a command's does; C++'s cout << x; and a shift x <<MASK; are no here-documents
+HEREDOC = Pattern(r"<<([-~]?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2(?=[ \t]*(?:$|[|>&]))", re.M)
 
 
 def in_environment(prose: str, start: int) -> bool:
@@ -992,7 +1069,7 @@ def environment_close(mark: str | None) -> str | None:
         return ":::"
     if mark.startswith("="):
         return "=pod"
-    mark = mark.lower()
+    mark = mark.strip().lower()
     return COMMENT_CLOSES.get(mark, mark)
 
 
@@ -1007,7 +1084,7 @@ def closes_heredoc(text: str, doc: re.Match, start: int) -> bool:
 # closes with either of its family (“…”, „…“, ”…” in Swedish, «…», »…« in Danish), so an odd count
 # leaves one open. Single marks are left out: ’ is an apostrophe too.
 QUOTATION_FAMILIES = (
-    '"',
+    '"\uff02',
     "\u201c\u201d\u201e\u201f",
     "«»",
     "\u2039\u203a",
@@ -1034,14 +1111,22 @@ def opened_above(line: str) -> bool:
     stripped = line.lstrip()
     if FENCE_LINE.fullmatch(stripped):
         return False
+    line = line.rstrip("\r")
     joined = line.endswith("\\")  # a line joined to the next: Python's and the shell's \\
     return quotes(line) or joined or (stripped.startswith(">") and not stripped.startswith(">>>"))
 
 
 def quotes(before: str) -> bool:
-    """Whether text ends with an open quotation mark or bracket: “, 「, (, \", ''' and the like."""
-    last = before.rstrip()[-1:]
-    return bool(last) and (unicodedata.category(last) in ("Pi", "Ps") or last in "\"'`")
+    """Whether text ends with an open quotation mark or bracket: “, 「, (, \", ''' and the like.
+    A mark that opens and closes alike (" ' `) opens only where the text holds an odd count of
+    it ("a.txt" is closed), and ' after a letter or digit is an apostrophe (the users')."""
+    text = before.rstrip()
+    last = text[-1:]
+    if not last or unicodedata.category(last) in ("Pi", "Ps"):
+        return bool(last)
+    if last not in "\"'`" or (last == "'" and text[-2:-1].isalnum()):
+        return False
+    return text.count(last) % 2 == 1
 
 
 def flat(text: str) -> str:
@@ -1165,7 +1250,8 @@ def ends_turn(piece: str) -> bool:
 
 
 TURN_END = Pattern(  # each piece read one way only: a tag SPECIAL reads is not a bare tag too
-    rf"(?:{SPECIAL}|(?!{SPECIAL})</?[\w:.-]{{1,40}}>|\[/?[A-Z][A-Z_]{{2,30}}\]|[\s\]}}{INVISIBLE}]"
+    rf"(?:{SPECIAL}|(?!{SPECIAL})</?[\w:.-]{{1,40}}>|\[/?[A-Z][A-Z_]{{2,30}}\]|\[e~\["
+    rf"|[\s\]}}{INVISIBLE}]"
     r"|```)*"
 )
 
@@ -1311,6 +1397,7 @@ def outside_code(text: str, calls=()):
     fences in calls, from call_fences()), `inline` code, and lines indented as code or quoted with
     >. The fences, spans and line starts are found once, and each position is looked up in them by
     bisection: a reply of thousands of spans or openers is read in one pass."""
+    calls = set(calls)  # looked up for each block
     blocks = [block for block in fenced_blocks(text) if block not in calls]
     block_starts = [start for start, _end in blocks]
     spans = [m.span() for m in INLINE_CODE.finditer(text)]  # in order, never overlapping
@@ -1370,10 +1457,11 @@ def call_fences(text: str, found: list[tuple]) -> list[tuple[int, int]]:
     """The fences that are calls by what they say: one labelled as a call (```tool_code), or one
     that is the whole text and holds only payloads (Qwen2.5-Coder's and xLAM's ```json reply on a
     server without a tool parser). found: payloads() of text."""
-    fences = []
+    fences, starts = [], [p[2] for p in found]
     for start, end in fenced_blocks(text):
         label = FENCE_LINE.match(text, start).group(2).strip()
-        inside = [p for p in found if start < p[2] and p[3] <= end]
+        first = bisect.bisect_right(starts, start)  # found is in order: those after the fence opens
+        inside = list(itertools.takewhile(lambda p, end=end: p[3] <= end, found[first:]))
         if not inside:
             continue
         if CALL_LABEL.fullmatch(label) or (
@@ -1406,9 +1494,10 @@ LIST_PUNCTUATION = Pattern(r"[\s,;\[\]]*")
 
 def in_fences(found_units: list[tuple], fences: list[tuple[int, int]]) -> list[tuple]:
     """Units with those inside one call fence joined into one unit that spans the fence."""
-    joined = []
+    joined, opens = [], [a for a, _ in fences]  # in order, never overlapping
     for start, end, found in found_units:
-        fence = next(((a, b) for a, b in fences if a <= start < b), None)
+        i = bisect.bisect_right(opens, start) - 1
+        fence = fences[i] if i >= 0 and start < fences[i][1] else None
         if fence and joined and joined[-1][0] == fence[0]:
             joined[-1] = (fence[0], fence[1], [*joined[-1][2], *found])
         elif fence:

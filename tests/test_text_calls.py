@@ -990,3 +990,84 @@ def test_a_reply_that_made_a_reader_backtrack_is_read_in_bounded_time(text):
     dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
     after = resource.getrusage(resource.RUSAGE_SELF)
     assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+
+
+# --- A third fresh try (issue #43) ----------------------------------------------------------------
+
+THIRD_HELD = [
+    # a key given twice: by place and by name (Python refuses it), by **{...}, inside a string
+    'write_file("a", path="b", content="hi")',
+    'write_file(path="a", content="hi", **{"path": "b"})',
+    '{"name": "write_file", "arguments": "{\\"path\\": \\"a\\", \\"path\\": \\"b\\", '
+    '\\"content\\": \\"hi\\"}"}',
+    # a bare payload that a line above goes on to (an operator or a comma ends it), or that an
+    # ASCII operator leads on its line
+    f"x =\n{BARE}",
+    f"a,\n{BARE}",
+    f"a +\n{BARE}",
+    f"x - {BARE}",
+    f"x * {BARE}",
+    f"cmd \\\r\n{BARE}",  # CRLF
+    f"He said \uff02run\n{BARE}",  # the fullwidth quotation mark, as CJK text writes it
+    f"x = <<~EOS\n{CONFIG}",  # Ruby's squiggly here-document
+]
+
+
+@pytest.mark.parametrize("text", THIRD_HELD, ids=[str(i) for i in range(len(THIRD_HELD))])
+def test_a_third_try_of_held_members_is_no_call(text):
+    assert recovered(text) == []
+
+
+MINIMAX = (
+    '<minimax:tool_call>\n<invoke name="write_file">\n<parameter name="path">config.json'
+    '</parameter>\n<parameter name="content">{}</parameter>\n</invoke>\n</minimax:tool_call>'
+)
+THIRD_STANDS = [
+    # a quotation mark that closes what it opened ("a.txt"), an apostrophe (the users')
+    f'I will create the file "config.json"\n{CONFIG}',
+    f'Creating "config.json" {CONFIG}',
+    f"Updating the users' file {CONFIG}",
+    # a tag in the middle of prose, or released by a blank line (CommonMark 4.6)
+    f"<path> is the file to read.\n\n{CONFIG}",
+    f"I'll read the file (e.g. <path>) now.\n{CONFIG}",
+    f"Usage: <path>\n\n{CONFIG}",
+    f'Replace "<name>" with yours.\n{CONFIG}',
+    f"It returns Vec <T> here.\n{CONFIG}",
+    # C++'s << and a shift are no here-documents; (*args) and prose's {# and #= no comments
+    f"std::cout << x;\n{CONFIG}",
+    f"y = x <<MASK;\n{CONFIG}",
+    f"def f(*args):\n    pass\n\n{CONFIG}",
+    f"Multiply (*args) here.\n{CONFIG}",
+    f"Use {{# as prefix.\n{CONFIG}",
+    # MiniMax-M2's end of message (its chat template's [e~[)
+    f"{MINIMAX}[e~[",
+]
+
+
+@pytest.mark.parametrize("text", THIRD_STANDS, ids=[str(i) for i in range(len(THIRD_STANDS))])
+def test_a_third_try_of_standing_calls_reads_each(text):
+    assert recovered(text) == WROTE_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("text", "quoted"),
+    [
+        ("read_file" + "`" * 42, ()),  # glue: each split of the backticks
+        ("read_file" + "```" * 15, ()),
+        ("Use read_file" + "[CALL_ID]commentary" * 12 + " to read.", ()),
+        ("read_file{" + "a:b " * 12, ()),  # a Gemma object, each cut of its pairs
+        (" to=," * 20 + "a" + BARE, ()),  # harmony's to= and the blank before it
+        ("Here is my thought process: read_file" + "\n" * 20_000 + "x", ()),  # Granite's header
+        ("```tool_code\nread_file('a')\n```\n" * 8000, ()),  # fences and payloads paired
+        (CONFIG, ("file text: read_file" + "`" * 42, "run_shell {" + "a:b " * 12)),  # in results
+    ],
+    ids=["backticks", "fences", "call-ids", "gemma-pairs", "to", "header", "tool-code", "results"],
+)
+def test_a_third_try_of_backtracking_replies_is_read_in_bounded_time(text, quoted):
+    # A bound that protects the machine, in CPU seconds: 4 s to minutes each, from 51 characters
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    dialects.recover_tool_calls(text, KNOWN, list(quoted))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
