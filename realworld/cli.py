@@ -267,7 +267,9 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         if typed:  # at the prompt, what the task cost and what the session has
             say(session_cost(client, spent_before))
         status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
-        if outcome and outcome.status == "budget":  # spent for the session: no later task runs
+        # spent for the session: no later task runs (but a replay goes on past a stop it replays,
+        # as the recording went on, unless its own budget is spent)
+        if outcome and outcome.status == "budget" and (not replay or client.spent_out()):
             spent_out = True
             break
         if outcome and outcome.status == "paused":

@@ -62,6 +62,8 @@ class Replay:
             status, text, window = failures[failed]
             if status == "context_full":
                 raise replies.ContextFull(text, window)
+            if status == "budget":  # the recording's budget stopped it here: nothing was sent
+                raise replies.BudgetSpent(text)
             if status == "interrupted":
                 say("replay: the recorded run got no reply here")
                 raise RecordingStopped(text)
@@ -103,6 +105,14 @@ class Replay:
             model,
             as_recorded=True,
         )
+
+    def budget_stopped(self) -> None:
+        """The replay's own budget stopped a request where the recording's stopped one too: that
+        stop is passed, as if it were the recording's."""
+        failures, failed = self.refusals.get(self.served, []), self.failed.get(self.served, 0)
+        if failed < len(failures) and failures[failed][0] == "budget":
+            self.failed[self.served] = failed + 1
+            self.resumed = self.resumes.get((self.served, failed + 1))
 
     def end(self, why: str) -> None:
         """Stop the replay: this request fails, and every one after it."""
@@ -207,7 +217,8 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
     """({the number of replies recorded before them: [[status, words, the window], ...]}, and
     {(replies, failures) recorded before it: its window} for each run/resume of the run's own)
     for the requests of the recorded run that got no reply, in order: refused as longer than the
-    context window (context_full), an error (api_error), or a run stopped while it waited or
+    context window (context_full), an error (api_error), stopped by the budget before it was sent
+    (budget), or a run stopped while it waited or
     before its next request (interrupted): by Ctrl-C, a signal or an error (its turn/end says so),
     or killed (its next event of the run's own is a run/resume, with no turn/end before it).
     Where the agent answered the task in the reply's place (runs.is_no_reply()), the words are the
@@ -221,7 +232,7 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
             reason = event["no_reply"] if own else reason
         elif kind == "assistant/message":
             served, ended = served + 1, ended and not own
-        elif kind == "turn/end" and status in ("context_full", "api_error"):
+        elif kind == "turn/end" and status in ("context_full", "api_error", "budget"):
             failed = [
                 status,
                 str(event.get("error") or "the request failed"),

@@ -110,7 +110,12 @@ class Client:
 
     def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
-        self.keep_to_budget(model)
+        try:
+            self.keep_to_budget(model)
+        except BudgetSpent:  # a replay passes the recording's stop here, if it had one
+            getattr(self.inner, "budget_stopped", lambda: None)()
+            self.begin_again_if_resumed()
+            raise
         if tools is not None:
             request["tools"] = tools
         if self.stream:
@@ -179,6 +184,11 @@ class Client:
             self.inner.resumed = None
             self.tokens, self.costs, self.last, self.ratio = [], [], (None, 0, 0, False), 1.0
             self.window = resumed or None
+
+    def spent_out(self) -> bool:
+        """Whether what was spent has reached the budget (none: never)."""
+        spent = sum(cost["amount"] for cost in self.costs if cost)
+        return self.budget is not None and spent >= self.budget
 
     def keep_to_budget(self, model: str) -> None:
         """Before a request: BudgetSpent if what was spent has reached the budget, or if the

@@ -684,3 +684,31 @@ def test_a_replay_begins_again_where_the_recorded_run_was_resumed(agent, server)
     again, sent = replay_of(agent, first.transcript)
     assert again.returncode == 0, again.stderr
     assert sent == read(events_of(first.transcript))
+
+
+# A stop the recording's budget made is a stop the replay makes: nothing was sent there, so the
+# replay sends nothing there either, and goes on where the recording went on (a resume)
+MONEY = ["--price-input", "1", "--price-output", "1", "--budget", "0.002"]
+COSTLY = {"prompt_tokens": 6000, "completion_tokens": 5, "total_tokens": 6005}  # 0.006
+
+
+@posix_only
+@pytest.mark.parametrize("where", ["mid-turn", "in-a-summary"])
+def test_a_replay_stops_where_the_recordings_budget_stopped_and_goes_on_after(agent, server, where):
+    if where == "mid-turn":
+        agent.workdir.mkdir()
+        (agent.workdir / "a.txt").write_text("A")
+        server.add(reply(tool_calls=[call("read_file", {"path": "a.txt"}, "r1")], usage=COSTLY))
+        first = agent("--yes", *MONEY, "read a.txt")
+    else:  # the next task compacts first: the summary's request is the one the budget stops
+        server.add(reply("first", usage=COSTLY))
+        env = clean_env(AGENT_API_KEY=KEY, AGENT_CONTEXT_WINDOW="2000")
+        first = agent("--yes", *MONEY, terminal="one\ntwo\nexit\n", env=env)
+    assert "the next request was not sent" in first.stderr, first.stderr
+    server.add(reply("resumed"))
+    on = ["--resume", str(first.transcript), "--transcript", str(first.transcript), "more"]
+    assert agent("--yes", *on).returncode == 0
+    views_hold(first.transcript, server)
+    again, sent = replay_of(agent, first.transcript)
+    assert again.returncode == 0, again.stderr
+    assert sent == read(events_of(first.transcript)) and again.stdout.endswith("resumed\n")
