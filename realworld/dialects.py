@@ -131,11 +131,12 @@ def headed_thinking(content: str, at: int) -> tuple[str, str]:
     blank before one is looked at once: a pattern that tried each line break of a long run of
     them read the run again at each."""
     for mark in RESPONSE_HEADER.finditer(content, at):
-        before = content[at : mark.start()]
-        kept = before.rstrip()
-        blank = before[len(kept) :]
+        kept = mark.start()  # the blank before the header, read back once
+        while kept > at and content[kept - 1].isspace():
+            kept -= 1
+        blank = content[kept : mark.start()]
         if "\n" in blank:
-            return kept + blank[: blank.index("\n")], content[mark.start() :]
+            return content[at:kept] + blank[: blank.index("\n")], content[mark.start() :]
     thinking = content[at:]
     return (thinking[:-1], "\n") if thinking.endswith("\n") else (thinking, "")
 
@@ -342,9 +343,7 @@ OPENING = Pattern(TOKEN)  # a call that opens with its format's markup
 # :0 and argument token, Mistral's [CALL_ID]id[ARGS], harmony's <|constrain|>json<|message|>.
 # One item at a time (glue()): as one pattern of 40 optional items, a name followed by 42
 # backticks took seconds to refuse, each split of them tried.
-GLUE_ITEM = Pattern(
-    rf"```(?:json)?|\s+|:\d+|[\"'`>=]|\[CALL_ID\]\w{{0,64}}|{TOKEN}|json|commentary"
-)
+GLUE_ITEM = Pattern(rf"```(?:json)?|\s+|:\d+|[\"'`>]|\[CALL_ID\]\w{{0,64}}|{TOKEN}|json|commentary")
 
 
 def glue(text: str, at: int) -> int | None:
@@ -933,10 +932,14 @@ def ends_a_sentence(before: str) -> bool:
 
 def continues(line: str) -> bool:
     """Whether a line ends with an operator or a comma, which what follows goes on (x =, a,):
-    a math sign or ASCII's - * ^, but a tag's > and a path's or a comment's /."""
+    a math sign or ASCII's - and ^, and * after a blank (x *, not Markdown's **Call:**), but a
+    tag's < > and an arrow (→)."""
+    if line.rstrip().endswith((" *", "\t*")):
+        return True
     last = line.rstrip()[-1:]
     operator = unicodedata.category(last) == "Sm" if last else False
-    return (operator and last not in "<>") or last in COMMAS + "-*^" if last else False
+    arrow = "\u2190" <= last <= "\u21ff" if last else False
+    return (operator and last not in "<>" and not arrow) or last in COMMAS + "-^" if last else False
 
 
 COMMAS = ",\u3001\uff0c\u060c\ufe50"  # and the ideographic, fullwidth, Arabic and small ones
@@ -994,16 +997,10 @@ RAW_TEXT = {"pre", "script", "style", "textarea", "xmp", "listing", "plaintext"}
 
 
 def opens_a_block(text: str, tag: re.Match) -> bool:
-    """Whether a tag stands alone at the head or the end of its line (read within 200 characters
-    each way), not after a word and a space: a block's tag, not a placeholder of prose."""
+    """Whether a tag opens its line (read within 200 characters), as an HTML block's does
+    (CommonMark 4.6): not one in the middle or at the end of prose (read <path>, as: <path>)."""
     before = text[max(0, tag.start() - 200) : tag.start()].rpartition("\n")
-    after = text[tag.end() : tag.end() + 200].partition("\n")
-    head = (before[1] or tag.start() <= 200) and not before[2].strip()
-    end = (after[1] or tag.end() + 200 >= len(text)) and not after[0].strip()
-    return bool(head or end) and not PLACEHOLDER.search(before[2][-2:])
-
-
-PLACEHOLDER = Pattern(r"\w \Z")  # a word and a space: what a placeholder of prose stands after
+    return bool(before[1] or tag.start() <= 200) and not before[2].strip()
 
 
 def left_open(marks) -> list[tuple]:
@@ -1040,7 +1037,7 @@ COMMENT_CLOSES |= {"\\iffalse": "\\fi"}
 # is the word alone, after tabs for <<- (Bash manual, 3.6.6 Here Documents)
 # (and Ruby's <<~WORD): only where the line ends after it or goes on to a redirection or a pipe,
 # as a command's does; C++'s cout << x; and a shift x <<MASK; are no here-documents
-HEREDOC = Pattern(r"<<([-~]?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2(?=[ \t]*(?:$|[|>&]))", re.M)
+HEREDOC = Pattern(r"<<([-~]?)[ \t]?(['\"]?)([A-Za-z_]\w{0,30})\2(?=[ \t]*(?:\r?$|\d*[|<>&]))", re.M)
 
 
 def in_environment(prose: str, start: int) -> bool:
@@ -1076,7 +1073,7 @@ def environment_close(mark: str | None) -> str | None:
 def closes_heredoc(text: str, doc: re.Match, start: int) -> bool:
     """Whether a line that is the here-document's word alone stands between it and the call."""
     tabs = "\t*" if doc.group(1) else ""
-    line = re.compile(rf"^{tabs}{re.escape(doc.group(3))}$", re.M)
+    line = re.compile(rf"^{tabs}{re.escape(doc.group(3))}\r?$", re.M)
     return text.find("\n", doc.end(), start) >= 0 and bool(line.search(text, doc.end(), start))
 
 
@@ -1171,7 +1168,8 @@ def units(text: str, found: list[tuple]) -> list[tuple[int, int, list]]:
         # no blank, separator or closing bracket at its head: those end what stands before it
         start = payload[2] - len(text[start : payload[2]].lstrip(" \t\r\n,;]"))
         if joined and not text[gap_start:start].strip(" \t\n,;[]"):
-            joined[-1] = (joined[-1][0], end, [*joined[-1][2], payload])
+            joined[-1][2].append(payload)  # in place: a copy for each was quadratic
+            joined[-1] = (joined[-1][0], end, joined[-1][2])
         else:
             joined.append((start, end, [payload]))
         after = MARKUP.match(text, joined[-1][1])
@@ -1499,11 +1497,12 @@ def in_fences(found_units: list[tuple], fences: list[tuple[int, int]]) -> list[t
         i = bisect.bisect_right(opens, start) - 1
         fence = fences[i] if i >= 0 and start < fences[i][1] else None
         if fence and joined and joined[-1][0] == fence[0]:
-            joined[-1] = (fence[0], fence[1], [*joined[-1][2], *found])
+            joined[-1][2].extend(found)
+            joined[-1] = (fence[0], fence[1], joined[-1][2])
         elif fence:
-            joined.append((fence[0], fence[1], found))
+            joined.append((fence[0], fence[1], list(found)))
         else:
-            joined.append((start, end, found))
+            joined.append((start, end, list(found)))
     return joined
 
 
