@@ -155,14 +155,23 @@ def unshown(under: str, nested: dict, ends: dict) -> str:
 
 
 def timed(events: list[dict]) -> None:
-    """Give each tool/result of this page's copy of the events its tool's time, "ms": from the
-    tool/started that tools.run_call() recorded as the tool began, to the result."""
-    began = {}
+    """Give each tool/result of this page's copy of the events its tool's time, "ms"."""
+    took = tool_times(events)
+    for event in events:
+        if id(event) in took:
+            event["ms"] = took[id(event)]
+
+
+def tool_times(events: list[dict]) -> dict:
+    """{id of a tool/result event: its tool's time in ms}: from the tool/started that
+    tools.run_call() recorded as the tool began (after any question), to the result."""
+    began, took = {}, {}
     for event in events:
         if event["type"] == "tool/started":
             began[event.get("call_id")] = event.get("time")
         elif event["type"] == "tool/result" and event.get("call_id") in began:
-            event["ms"] = between(began.pop(event["call_id"]), event.get("time"))
+            took[id(event)] = between(began.pop(event["call_id"]), event.get("time"))
+    return took
 
 
 def between(start, end) -> int | None:
@@ -662,10 +671,10 @@ def show(events: list[dict], system_prompt: str) -> None:
 def shown(events: list[dict], system_prompt: str):
     """The lines --show prints; a system prompt other than system_prompt (the agent's own) in
     full; before each reply, its step as the terminal numbered it and what its request sent."""
-    every = runs.requests(events)
+    every, took = runs.requests(events), tool_times(events)
     at = {id(r.reply): r for r in every}
     for event in events:
-        for line in shown_event(event, system_prompt, at.get(id(event))):
+        for line in shown_event(event, system_prompt, at.get(id(event)), took.get(id(event))):
             if "under" in event:  # a helper's or a summary's, under what started them
                 line = "\n".join(f"    {part}" if part else part for part in line.split("\n"))
             yield line
@@ -674,8 +683,9 @@ def shown(events: list[dict], system_prompt: str):
     yield f"[total: {replies.describe_tokens(replies.total_tokens(used), spent)}]"
 
 
-def shown_event(event: dict, system_prompt: str, request: Request | None):
-    """The lines --show prints for one event (request: the one a reply answered)."""
+def shown_event(event: dict, system_prompt: str, request: Request | None, took=None):
+    """The lines --show prints for one event (request: the one a reply answered; took: a tool
+    result's time, in ms)."""
     kind = event["type"]
     if kind == "run/start" and "under" not in event:
         yield (
@@ -700,6 +710,8 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
         yield f"[step {request.step}: the request sent {plural(request.count, 'message')}]"
         if cost := recorded_cost(request):
             yield f"  cost: {replies.describe_cost(cost)}"
+        if (ms := event.get("latency_ms")) is not None:
+            yield f"  time: {drawn(ms):,} ms at the server"
         thinking, text = dialects.split_thinking(message.get("content") or "")
         reasoning = dialects.reasoning_of(message) or thinking
         if reasoning.strip():
@@ -711,7 +723,8 @@ def shown_event(event: dict, system_prompt: str, request: Request | None):
             function = call["function"]
             yield f"  → {function['name']}({arguments_line(function['arguments'], 300)}){as_text}"
     elif kind == "tool/result":
-        yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}"
+        time = f" · {drawn(took):,} ms" if took is not None else ""
+        yield f"  {'←' if event.get('ok') else '✗'} {shorten(event['content'], 300)}{time}"
     elif kind == "turn/end" and event["status"] == "paused" and "under" in event:
         yield "[the helper paused: its command waited for a yes nobody could give it]"
     elif kind == "turn/end" and event["status"] == "paused":

@@ -488,3 +488,7 @@ def test_each_tools_time_is_on_its_line_and_on_the_page(tmp_path, loop, server):
     took = page.between(began, ended)
     assert took is not None and took >= 0
     assert f"← ok · the tool took {took:,} ms</p>" in page.page(events, SYSTEM_PROMPT)
+    # and --show: each step's time at the server, each tool's time on its result line
+    shown = list(page.shown(events, SYSTEM_PROMPT))
+    latency = next(e["latency_ms"] for e in events if e["type"] == "assistant/message")
+    assert f"  time: {latency:,} ms at the server" in shown and f"  ← A · {took:,} ms" in shown
