@@ -25,6 +25,17 @@ HERMES = (
 )
 
 
+def cpu_seconds(read) -> float:
+    """The CPU seconds this process spends in read(): a bound that protects the machine, never a
+    wall-clock time."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    read()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def recovered(text: str, quoted_in=()) -> list:
     calls = dialects.recover_tool_calls(text, KNOWN, quoted_in)[0]
     return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls]
@@ -668,12 +679,7 @@ def test_a_dry_run_in_swahili_pauses_the_command_line_with_exit_4(agent, server)
 )
 def test_where_a_call_stands_is_read_in_one_pass(text):
     # A bound that protects the machine, in CPU seconds of this process (about 0.3 s here).
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dialects.recover_tool_calls(text, KNOWN)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+    assert cpu_seconds(lambda: dialects.recover_tool_calls(text, KNOWN)) < 3
 
 
 # Prose before a call on its line, in scripts and marks no code names (issue #43, fresh eyes): a
@@ -840,12 +846,7 @@ def test_the_blank_after_thinking_is_the_texts_own_and_stays(loop, server):
 def test_a_reply_of_thousands_of_openers_is_read_in_bounded_time(text):
     # A bound that protects the machine, in CPU seconds of this process (under 0.5 s here; each
     # took 10 s to minutes when a reader re-read the text before it).
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+    assert cpu_seconds(lambda: dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])) < 3
 
 
 # --- A second fresh try (issue #43): members of the families above that no test named -------------
@@ -984,12 +985,7 @@ def test_a_call_copied_from_an_escaped_tool_result_is_a_quotation(source):
 def test_a_reply_that_made_a_reader_backtrack_is_read_in_bounded_time(text):
     # A bound that protects the machine, in CPU seconds: from 2 s to minutes each before, as
     # little as 278 characters (about 0.1 s to 1 s here now).
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+    assert cpu_seconds(lambda: dialects.recover_tool_calls(text, KNOWN, [text[:50_000]])) < 3
 
 
 # --- A third fresh try (issue #43) ----------------------------------------------------------------
@@ -1065,12 +1061,7 @@ def test_a_third_try_of_standing_calls_reads_each(text):
 )
 def test_a_third_try_of_backtracking_replies_is_read_in_bounded_time(text, quoted):
     # A bound that protects the machine, in CPU seconds: 4 s to minutes each, from 51 characters
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dialects.recover_tool_calls(text, KNOWN, list(quoted))
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+    assert cpu_seconds(lambda: dialects.recover_tool_calls(text, KNOWN, list(quoted))) < 3
 
 
 # --- The last fresh try (issue #43) ---------------------------------------------------------------
@@ -1113,9 +1104,4 @@ def test_the_last_try_of_held_members_is_no_call(text):
 )
 def test_the_last_try_of_slow_replies_is_read_in_bounded_time(text):
     # A bound that protects the machine, in CPU seconds (2 s to 4.4 s each before)
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    dialects.recover_tool_calls(text, KNOWN)
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    assert after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime < 3
+    assert cpu_seconds(lambda: dialects.recover_tool_calls(text, KNOWN)) < 3
