@@ -849,11 +849,9 @@ def contained(text: str, run: list[tuple], outside, prose: str) -> bool:
 def without_code(text: str, calls=()) -> str:
     """text with what its fenced blocks (but the fences in calls) and `inline` spans hold blanked,
     its line breaks kept: every place stays where it was."""
-    calls = set(calls)  # looked up for each block
-    spans = [block for block in fenced_blocks(text) if block not in calls]
-    spans += [m.span() for m in INLINE_CODE.finditer(text)]
+    blocks, spans = code_of(text, tuple(calls))
     pieces, at = [], 0
-    for start, end in sorted(spans):
+    for start, end in sorted(blocks + spans):
         if end > at:
             start = max(start, at)
             pieces += [text[at:start], re.sub(r"[^\n]", " ", text[start:end])]
@@ -934,12 +932,12 @@ def continues(line: str) -> bool:
     """Whether a line ends with an operator or a comma, which what follows goes on (x =, a,):
     a math sign or ASCII's - and ^, and * after a blank (x *, not Markdown's **Call:**), but a
     tag's < > and an arrow (→)."""
-    if line.rstrip().endswith((" *", "\t*")):
+    text = line.rstrip()
+    last = text[-1:]
+    if text.endswith((" *", "\t*")) or (last and last in COMMAS + "-^"):
         return True
-    last = line.rstrip()[-1:]
-    operator = unicodedata.category(last) == "Sm" if last else False
-    arrow = "\u2190" <= last <= "\u21ff" if last else False
-    return (operator and last not in "<>" and not arrow) or last in COMMAS + "-^" if last else False
+    arrow = "\u2190" <= last <= "\u21ff"
+    return bool(last) and unicodedata.category(last) == "Sm" and last not in "<>" and not arrow
 
 
 COMMAS = ",\u3001\uff0c\u060c\ufe50"  # and the ideographic, fullwidth, Arabic and small ones
@@ -1395,10 +1393,8 @@ def outside_code(text: str, calls=()):
     fences in calls, from call_fences()), `inline` code, and lines indented as code or quoted with
     >. The fences, spans and line starts are found once, and each position is looked up in them by
     bisection: a reply of thousands of spans or openers is read in one pass."""
-    calls = set(calls)  # looked up for each block
-    blocks = [block for block in fenced_blocks(text) if block not in calls]
+    blocks, spans = code_of(text, tuple(calls))
     block_starts = [start for start, _end in blocks]
-    spans = [m.span() for m in INLINE_CODE.finditer(text)]  # in order, never overlapping
     starts = [start for start, _end in spans]
     newlines = [m.start() for m in NEWLINE.finditer(text)]
 
@@ -1419,9 +1415,19 @@ def outside_code(text: str, calls=()):
     return outside
 
 
+@functools.lru_cache(maxsize=4)  # outside_code() and without_code() read one text's code
+def code_of(text: str, calls: tuple) -> tuple[list, list]:
+    """The fenced blocks of text but those in calls (call_fences()), and its `inline` spans; each
+    in order, never overlapping."""
+    called = set(calls)
+    blocks = [block for block in fenced_blocks(text) if block not in called]
+    return blocks, [m.span() for m in INLINE_CODE.finditer(text)]
+
+
 FENCE_LINE = Pattern(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)", re.M)
 
 
+@functools.lru_cache(maxsize=4)  # call_fences() and code_of() read one text's fences
 def fenced_blocks(text: str) -> list[tuple[int, int]]:
     """The fenced code blocks of text, as CommonMark closes them: a fence ends its block only with
     the same character, at least as long, and nothing after it on its line (but tokens); an

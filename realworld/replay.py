@@ -55,11 +55,8 @@ class Replay:
     def create(self, model: str, messages: list[dict], tools=None, **request):
         if self.ended:  # a helper or a summary that swallowed it: the run's own request fails too
             raise ReplayEnded(self.ended)
-        failures, failed = self.refusals.get(self.served, []), self.failed.get(self.served, 0)
-        if failed < len(failures):  # failed where the recording failed, as many times
-            self.failed[self.served] = failed + 1
-            self.resumed = self.resumes.get((self.served, failed + 1))
-            status, text, window = failures[failed]
+        if failure := self.take_failure():  # failed where the recording failed, as many times
+            status, text, window = failure
             if status == "context_full":
                 raise replies.ContextFull(text, window)
             if status == "budget":  # the recording's budget stopped it here: nothing was sent
@@ -109,10 +106,18 @@ class Replay:
     def budget_stopped(self) -> None:
         """The replay's own budget stopped a request where the recording's stopped one too: that
         stop is passed, as if it were the recording's."""
+        self.take_failure("budget")
+
+    def take_failure(self, only: str | None = None) -> list | None:
+        """The recording's next failure at this request ([status, words, window]), passed, and
+        the resume that followed it, if any; None if it has none left here (or none of status
+        only)."""
         failures, failed = self.refusals.get(self.served, []), self.failed.get(self.served, 0)
-        if failed < len(failures) and failures[failed][0] == "budget":
-            self.failed[self.served] = failed + 1
-            self.resumed = self.resumes.get((self.served, failed + 1))
+        if failed >= len(failures) or only not in (None, failures[failed][0]):
+            return None
+        self.failed[self.served] = failed + 1
+        self.resumed = self.resumes.get((self.served, failed + 1))
+        return failures[failed]
 
     def end(self, why: str) -> None:
         """Stop the replay: this request fails, and every one after it."""
@@ -256,7 +261,7 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
         if own and failure and reason:
             failure[1] = reason
         if own and kind == "run/resume":  # 0: it recorded no window
-            size = runs.window_of({"window": event.get("context_window")})
+            size = runs.window_of(event, "context_window")
             resumes[(served, len(found.get(served, [])))] = size or 0
         if own and kind in ("turn/end", "run/resume"):
             ended = True

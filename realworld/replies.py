@@ -185,10 +185,13 @@ class Client:
             self.tokens, self.costs, self.last, self.ratio = [], [], (None, 0, 0, False), 1.0
             self.window = resumed or None
 
+    def spent(self) -> float:
+        """What the replies so far cost, where a price is known."""
+        return sum(cost["amount"] for cost in self.costs if cost)
+
     def spent_out(self) -> bool:
         """Whether what was spent has reached the budget (none: never)."""
-        spent = sum(cost["amount"] for cost in self.costs if cost)
-        return self.budget is not None and spent >= self.budget
+        return self.budget is not None and self.spent() >= self.budget
 
     def keep_to_budget(self, model: str) -> None:
         """Before a request: BudgetSpent if what was spent has reached the budget, or if the
@@ -198,7 +201,7 @@ class Client:
         prices = config.prices(model)
         if prices is None:
             raise BudgetSpent(config.no_price_for(model))
-        spent = sum(cost["amount"] for cost in self.costs if cost)
+        spent = self.spent()
         if spent >= self.budget and not self.costs:
             budget = money(self.budget, prices.currency)
             raise BudgetSpent(f"the budget of {budget} buys no request; none was sent")

@@ -307,10 +307,10 @@ def with_system_prompt(messages: list[dict], prompt) -> list[dict]:
     return [system, *rest]
 
 
-def window_of(event: dict) -> int | None:
-    """The context window an event records (a refusal's turn/end, or a context/window event of an
-    older transcript), or None."""
-    size = event.get("window")
+def window_of(event: dict, key: str = "window") -> int | None:
+    """The context window an event records under key (a refusal's turn/end, a context/window
+    event of an older transcript; a run/resume's context_window), or None."""
+    size = event.get(key)
     return size if type(size) is int and size >= 256 else None
 
 
