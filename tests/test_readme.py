@@ -219,7 +219,7 @@ def test_the_first_screen_links_the_chinese_readme_which_has_the_same_commands()
 
 def test_the_first_screen_says_how_long_the_tests_take_and_how_windows_differs():
     first = README.split("\n## ")[0]
-    assert "# install and run the tests (about 50 s on 2 cores;" in first
+    assert "# install and run the tests (about 90 s on 2 cores;" in first
     assert "py -m venv .venv" in first and ".venv\\Scripts\\activate" in first
 
 
