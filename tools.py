@@ -215,13 +215,7 @@ def run_call(
             if pause or not terminal():
                 say("  ⏸ waits for your yes")
                 return None, False
-            # the person says yes or no at the terminal; no raises ToolError. A call the model
-            # wrote as text is asked about as such; a file it writes is shown whole (ask_before()).
-            from_text = written_as_text(key)
-            if name != "run_shell":
-                ask_before(name, args, from_text)
-            else:
-                consent(args["command"], from_text)
+            ask(name, args, key)  # the person says yes or no at the terminal; no raises ToolError
         tool_map = functions(tools)  # the run's TOOL_MAP: tools.TOOL_MAP when it offers the three
         kwargs = taken_by(tool_map[name], given)  # what it names of the run: workdir, ...
         # recorded as begun (a --resume after a kill knows it may have run; the page times it)
@@ -343,6 +337,15 @@ READS = {"read_file"}  # the tools whose call changes nothing: one written as te
 def written_as_text(call_id) -> bool:
     """Whether the call of this id was written by the model as text, not sent as a tool call."""
     return isinstance(call_id, str) and call_id.startswith(TEXT_ID)
+
+
+def ask(name: str, args: dict, call_id) -> None:
+    """Ask the person before the call runs: a command as consent() shows it, any other call as
+    ask_before() does, saying so where the model wrote it as text. No raises ToolError."""
+    if name == "run_shell":
+        consent(args["command"], written_as_text(call_id))
+    else:
+        ask_before(name, args, written_as_text(call_id))
 
 
 def declined(name: str, arguments: str, reason: str) -> str:

@@ -214,11 +214,14 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         options.resume
     ):  # the ids the recorded run gave, in every conversation: a new call takes none
         client.ids |= {c["id"] for r in runs.requests(recorded) for c in r.calls}
+    going_on = approvals is not None
     settings = {
         "model": options.model,
         "base_url": where,
         "workspace": str(options.workdir.resolve()),
         "context_window": compaction.window(options.model, client),
+        # tasks typed at the prompt: the session ends 0, as asked (a replay of it too)
+        "typed": not (task or going_on or replay),
     }
     # the conversation's own list of tools: a handoff changes it, for the tasks after it too
     if options.resume:
@@ -249,20 +252,27 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
             f"agent: warning: the key goes to {where} unencrypted (http://); use https:// unless "
             "the network is yours"
         )
-    status, going_on, spent_out = 0, approvals is not None, False
+    status, spent_out, typed = 0, False, settings["typed"]
     # going on from a pause: that turn first, the task (if any) after its open calls
-    typed = not (task or going_on or replay)
     todo = [task or None] if task or going_on else tasks()
-    if replay and not options.task:  # every task it recorded, one after another
-        todo = runs.recorded_inputs(recorded) or todo
-    for each in todo:
+    todo = ({"task": each, "paused_at": None, "going_on": None} for each in todo)
+    if replay and not options.task:  # every turn it recorded, one after another
+        todo = replay.turns or todo
+    for recorded_turn in todo:
+        each, yes, pause = recorded_turn["task"], options.yes, False
+        if replay:  # it pauses where the recording paused, and goes on as it went on
+            yes, pause = replay.consent(recorded_turn, options.yes)
+            approvals = replay.approvals(recorded_turn, options.yes, messages)
+            if each is None and approvals is None:  # nothing waits here: it did not pause
+                continue
         if each and each.startswith("/"):  # a command, never a task for the model
             slash(each, messages, tools, options, client, transcript)
             continue
         asked, spent_before = [m["role"] for m in messages].count("user"), len(client.costs)
         if replay and each:  # the recorded task it replays, as a person would have typed it
             say(f"task: {pauses.one_line(each)}")
-        outcome = turn(program, each, messages, tools, options, client, transcript, approvals)
+        going = {"approvals": approvals, "yes": yes, "pause": pause}
+        outcome = turn(program, each, messages, tools, options, client, transcript, going)
         approvals = None
         if typed:  # at the prompt, what the task cost and what the session has
             say(session_cost(client, spent_before))
@@ -275,7 +285,10 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         if outcome and outcome.status == "paused":
             waiting = pauses.waiting(messages)
             settings = pauses.settings_of(options.model, options.workdir, options.base_url)
-            say(pauses.how_to_go_on(transcript.name, waiting, settings, bool(replay)))
+            if replay and (then := replay.paused_as_recorded(recorded_turn, waiting)):
+                say(f"paused: {pauses.counted(waiting)} wait where the recording paused; {then}")
+            else:
+                say(pauses.how_to_go_on(transcript.name, waiting, settings, bool(replay)))
             if each and [m["role"] for m in messages].count("user") == asked:
                 say("agent: the task was not started, since commands still wait: give it again")
         if (
@@ -293,6 +306,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         say(f"total: {replies.describe_tokens(replies.total_tokens(client.tokens), spent)}")
     if replay:
         replay.report(transcript)
+    if replay and replay.typed:  # a session typed at the prompt ends as it ended
+        return 3 if spent_out or replay.typed == "budget" else 0  # 3: as any other ending
     # typed tasks: the session ended as asked, but where the budget ended it
     return status if task or going_on or spent_out else 0
 
@@ -354,23 +369,25 @@ def goes_on_from(program: Program, recorded: list[dict], options, replay, client
     return True
 
 
-def turn(program: Program, task, messages, tools, options, client, transcript, approvals):
+def turn(program: Program, task, messages, tools, options, client, transcript, going: dict):
     """Run one task; its Outcome, or None if Ctrl-C ended it. SIGTERM and SIGHUP end the agent
     too. run() has answered every call, and the task, and recorded the end before the
     interruption reaches here. A request the server refuses as longer than its context window
-    gets the conversation compacted, and goes once more."""
+    gets the conversation compacted, and goes once more. going: run()'s approvals, yes and pause
+    (a replay pauses where its recording paused)."""
     settings = {
         "tools": tools,
         "client": client,
         "model": options.model,
         "max_steps": options.max_steps,
         "workdir": options.workdir,
-        "yes": options.yes,
+        "yes": going["yes"],
+        "pause": going["pause"],
         "transcript": transcript,
         "budget": options.budget,
     }
     try:
-        outcome = program.run(task, messages, approvals=approvals, **settings)
+        outcome = program.run(task, messages, approvals=going["approvals"], **settings)
         refused = outcome.status == "context_full"  # its turn/end keeps the window from here on
         # refused as too long: compact all it can, once; where nothing can be compacted (the task
         # alone is too long), the one line run() printed says so, and nothing is tried again

@@ -63,12 +63,19 @@ def last_end(events: list[dict]) -> dict:
     return ends[-1] if ends else {}
 
 
+class Reason(str):
+    """The reason a call is declined with, as --reject or a recording gives it: never read as a
+    yes, whatever its words ("--reject ok" declines)."""
+
+
 def decision(value):
     """An approval as run(approvals=...) takes it: True, "y", "yes", "true", "ok" or "approve"
-    approve; False, "", "n", "no" or "false" decline; any other text declines with it as the reason
-    the model reads. None: not decided."""
+    approve; False, "", "n", "no" or "false" decline; any other text (and any Reason) declines
+    with it as the reason the model reads. None: not decided."""
     if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, Reason):
+        return value.strip() or False
     answer = value.strip().lower()
     if answer in ("y", "yes", "true", "ok", "approve", "approved"):
         return True
@@ -282,7 +289,10 @@ def counted(calls: list[dict]) -> str:
 def replay_has_no_one(calls: list[dict]) -> str:
     """What a replay that paused can do instead: be asked at a terminal, or run what waits."""
     runs_them = "--yes --text-calls=run" if any(map(is_text, calls)) else "--yes"
-    return f"a replay has no one to ask: replay it at a terminal, or with {runs_them}"
+    return (
+        f"a replay has no one to ask: replay it at a terminal, or with {runs_them} (where its "
+        "recording paused, it pauses too)"
+    )
 
 
 def as_flags(settings: dict) -> str:
@@ -416,7 +426,7 @@ def decisions(
     approved = set(codes.values()) if approve == [] else {codes[c] for c in approve or []}
     chosen = {i: True for i in approved}
     if reject is not None:
-        chosen.update({i: reject or False for i in codes.values() if i not in approved})
+        chosen.update({i: Reason(reject) for i in codes.values() if i not in approved})
     return chosen
 
 

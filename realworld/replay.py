@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from realworld import compaction, replies, runs, transcripts
+from realworld import compaction, pauses, replies, runs, transcripts
 from realworld.guards import say, shorten
-from tools import parameters
+from tools import ToolError, ask, asks, declined_by_the_user, needs_yes, parameters, terminal
 
 
 class ReplayEnded(replies.RequestFailed):
@@ -50,6 +50,8 @@ class Replay:
         # with the window it recorded and nothing counted
         (self.refusals, self.resumes), self.failed, self.ended = refusals(events), {}, None
         self.resumed = None  # the window of one just reached, for the Client to begin again with
+        self.turns = turns(events)
+        self.typed = typed(events)
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
 
     def create(self, model: str, messages: list[dict], tools=None, **request):
@@ -183,6 +185,44 @@ class Replay:
                 f"{conversation_of(first['conversation'])} were written for other tool results"
             )
 
+    def consent(self, turn: dict, yes: bool) -> tuple[bool, bool]:
+        """(yes, pause) for run() as it replays a recorded turn. Where the recording paused, the
+        replay pauses too, at the call it paused at: with --yes only where the recording ran a
+        command unasked in that turn (it had --yes), and pausing where a yes is needed."""
+        if turn["paused_at"] is None:
+            return yes, False
+        return yes and turn["yes"], True
+
+    def approvals(self, turn: dict, yes: bool, messages: list[dict]) -> dict | None:
+        """What the replay decides for the calls a recorded pause left open, where the recording
+        went on from it: a call it declined is declined again, with its reason; one it ran runs
+        where this replay's own settings run it unasked (--yes), else is asked about at a
+        terminal, else waits; one it left waiting waits. None where the recording did not go on
+        here, or nothing is open."""
+        open_calls = pauses.open_calls(messages)
+        if turn["going_on"] is None or not open_calls:
+            return None
+        chosen = {}
+        for call in open_calls:
+            recorded = turn["going_on"].get(call["id"], WAITED)
+            if recorded is True:  # it ran: the person's yes then, this person's now
+                recorded = asked(call, yes)
+            if recorded is not None and recorded is not WAITED:
+                chosen[call["id"]] = recorded
+        return chosen
+
+    def paused_as_recorded(self, turn: dict, waiting: list[dict]) -> str | None:
+        """Where the replay paused where its recording paused (in a turn that paused, at a call
+        the recording did not run): what the recording did next, in a line; None elsewhere."""
+        if not turn["paused_at"] or not waiting or waiting[0]["id"] in turn["ran"]:
+            return None
+        later = self.turns[self.turns.index(turn) + 1 :]
+        if any(t["going_on"] is not None for t in later):
+            return (
+                "it went on later from a --resume, and so does this replay, as its settings let it"
+            )
+        return "it was not gone on from: nothing after it was recorded"
+
     def other_tools(self, offered: list[str]) -> list[str]:
         """The tools the recorded run offered and its replies call that are not among offered,
         this program's (a lesson made with examples/subagent.py, replayed by agent.py). A tool
@@ -267,7 +307,97 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
             ended = True
         elif own and kind == "user/message":
             ended, failure, reason = False, None, None
+        elif own and kind == "tool/started":  # going on from a pause: a request would follow
+            ended = False
     return found, resumes
+
+
+def turns(events: list[dict]) -> list[dict]:
+    """What the recorded run's own conversation was given, turn by turn, as the person gave it:
+    {"task": a task, /compact or None, "paused_at": the first call a pause left waiting, or None,
+    "ran": the ids of the calls that began in it, "yes": whether a command among them ran unasked
+    (the run had --yes), "going_on": None, or for a
+    process that went on from a pause, {call id: True for a call it ran, the Reason it declined
+    one with (or False), None for one that failed before it ran}: a call not in it waited
+    again}."""
+    found, waiting, going_on, started, calls = [], set(), None, set(), {}
+    for event in events:
+        kind, call_id = event["type"], event.get("call_id")
+        if "under" in event:
+            continue
+        if kind == "run/resume":  # killed before it: what began waits no more
+            waiting, going_on = waiting - started, None
+        if kind == "run/resume" and waiting:  # a process that went on from the pause
+            going_on = {**TURN, "ran": set(), "going_on": {}}
+            found.append(going_on)
+        elif kind == "tool/started" and found:
+            started.add(call_id)
+            found[-1]["ran"].add(call_id)
+            name, arguments = calls.get(call_id, (None, None))
+            asked_then = name == "run_shell" and needs_yes(name, arguments, call_id)
+            found[-1]["yes"] |= asked_then and call_id not in waiting
+        elif kind == "tool/result" and going_on and call_id in waiting:
+            going_on["going_on"][call_id] = True if call_id in started else declined(event)
+        elif kind == "user/message" and going_on and going_on["task"] is None:
+            going_on["task"] = event["content"]
+        elif kind == "user/message" or (kind == "context/compacted" and event.get("asked")):
+            task = event["content"] if kind == "user/message" else "/compact"
+            found.append({**TURN, "task": task, "ran": set()})
+        elif kind == "assistant/message":
+            going_on = None
+            for made in event["message"].get("tool_calls") or []:  # read() checked each
+                calls[made["id"]] = (made["function"]["name"], made["function"]["arguments"])
+        elif kind == "turn/end" and found:
+            pending = pauses.pending_calls(event) if event.get("status") == "paused" else []
+            found[-1]["paused_at"] = pending[0] if pending else None
+            waiting, going_on = {c["id"] for c in pending}, None
+    return found
+
+
+def typed(events: list[dict]) -> str | None:
+    """How the recorded process that ended it ended, where its tasks were typed at the prompt:
+    "budget" where the budget ended the session, else "asked" (it exited 0); None where its
+    task was given on the command line."""
+    starts = [e for e in events if e["type"] in ("run/start", "run/resume") and "under" not in e]
+    if not starts or starts[-1].get("typed") is not True:
+        return None
+    return "budget" if pauses.last_end(events).get("status") == "budget" else "asked"
+
+
+TURN = {"task": None, "paused_at": None, "yes": False, "ran": None, "going_on": None}
+WAITED = object()  # a call that a process which went on from a pause left waiting again
+
+
+def declined(event: dict):
+    """How a recorded call that never began was answered: the Reason it was declined with, False
+    for none; None for any other answer (arguments that failed: the replay fails them again)."""
+    content, said = str(event.get("content")), f"error: {declined_by_the_user('')}"
+    if content == said:
+        return False
+    return (
+        pauses.Reason(content.removeprefix(f"{said}: "))
+        if content.startswith(f"{said}: ")
+        else None
+    )
+
+
+def asked(call: dict, yes: bool):
+    """A call the recording ran, as this replay decides it: True where its settings run it
+    unasked; else the person's answer at a terminal (True, or the Reason they declined with);
+    None with no terminal (it waits)."""
+    function = call["function"]
+    name, arguments = function["name"], function["arguments"]
+    if not asks(name, arguments, call["id"], {"yes": yes}):
+        return True
+    if not terminal():
+        return None
+    try:
+        ask(name, json.loads(arguments), call["id"])  # it ran then: its arguments parse
+    except ToolError as e:  # declined: with the reason typed, if any
+        return (
+            pauses.Reason(str(e).removeprefix(declined_by_the_user("")).removeprefix(": ")) or False
+        )
+    return True
 
 
 def system_prompt(messages: list[dict]):

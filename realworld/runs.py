@@ -380,17 +380,6 @@ def recorded_tasks(events: list[dict]) -> list[str]:
     return [e["content"] for e in events if e["type"] == "user/message" and "under" not in e]
 
 
-def recorded_inputs(events: list[dict]) -> list[str]:
-    """What the person gave the run's own conversation, in order: each task, and /compact where
-    it compacted the conversation (what a replay gives again)."""
-    return [
-        e["content"] if e["type"] == "user/message" else "/compact"
-        for e in events
-        if "under" not in e
-        and (e["type"] == "user/message" or (e["type"] == "context/compacted" and e.get("asked")))
-    ]
-
-
 def recorded_task(events: list[dict]) -> str:
     """The first task a transcript records."""
     return next(iter(recorded_tasks(events)), "")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only
+from conftest import AGENT, KEY, ROOT, clean_env, events_of, posix_only, run_offline
 from scripted_server import Stream, call, reply
 
 from agent import SYSTEM_PROMPT
@@ -267,6 +267,8 @@ def test_a_budget_spent_at_the_prompt_ends_the_session_with_exit_3(agent, server
     done = agent("--budget", "0.1", terminal="say hi\nsay it again\n", env=priced())
     assert done.returncode == 3, done.stderr
     assert len(server.requests) == 1 and done.stderr.count("stopped: spent ") == 1
+    again = run_offline(agent.tmp_path, "--replay", str(done.transcript))  # it ends as it ended
+    assert again.returncode == 3 and again.stderr.count("stopped: spent ") == 1, again.stderr
 
 
 def test_a_paused_replays_show_says_how_a_replay_goes_on(tmp_path):

@@ -91,7 +91,7 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
 BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
     "02": ("agent.py", "result, ok = run_call(", 1),
-    "03": ("tools.py", 'consent(args["command"], from_text)', 0),
+    "03": ("tools.py", 'consent(args["command"], written_as_text(call_id))', 0),
     "04": ("agent.py", "for call in msg.tool_calls", 0),
     "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -31,7 +32,7 @@ from conftest import (
 from scripted_server import Error, Hang, call, history_problem, reply
 
 from agent import SYSTEM_PROMPT
-from realworld import compaction, page, runs, transcripts
+from realworld import compaction, page, pauses, runs, transcripts
 from realworld.replay import Replay, ReplayEnded
 
 LESSONS = sorted((ROOT / "examples").glob("lesson-*.jsonl"))
@@ -545,10 +546,20 @@ def test_a_conversation_passed_to_run_from_python_is_recorded_as_it_stands(loop,
     views_hold(second.transcript, type("Only", (), {"requests": server.requests[1:]})())
 
 
-def test_a_replay_of_a_killed_then_resumed_run_stops_its_first_turn_where_the_kill_was(tmp_path):
-    shell = call("run_shell", {"command": "echo hi"}, "c1")
-    events = task_and_reply({"role": "assistant", "content": "", "tool_calls": [shell]})[:3]
+SHELL = call("run_shell", {"command": "echo hi"}, "c1")
+PAUSED = [  # and went on with --approve, in the process that was killed
+    {"type": "turn/end", "status": "paused", "pending": [{"call_id": "c1", **SHELL["function"]}]},
+    {"type": "run/resume"},
+]
+
+
+@pytest.mark.parametrize("before", [[], PAUSED], ids=["in-its-turn", "going-on-from-a-pause"])
+def test_a_replay_of_a_killed_then_resumed_run_stops_its_first_turn_where_the_kill_was(
+    tmp_path, before
+):
+    events = task_and_reply({"role": "assistant", "content": "", "tool_calls": [SHELL]})[:3]
     events += [
+        *before,
         {"type": "tool/started", "call_id": "c1"},
         {"type": "run/resume"},
         {"type": "tool/result", "call_id": "c1", "name": "run_shell", "content": "unknown"},
@@ -559,8 +570,9 @@ def test_a_replay_of_a_killed_then_resumed_run_stops_its_first_turn_where_the_ki
     lesson = tmp_path / "t.jsonl"
     write_events(lesson, events)
     done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
-    assert done.stdout == "done\n", done.stderr
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
     assert "the recorded run was stopped here" in done.stderr
+    assert "gave another result than recorded: 'unknown'" in done.stderr  # as a kill leaves it
 
 
 def show(path) -> str:
@@ -712,3 +724,175 @@ def test_a_replay_stops_where_the_recordings_budget_stopped_and_goes_on_after(ag
     again, sent = replay_of(agent, first.transcript)
     assert again.returncode == 0, again.stderr
     assert sent == read(events_of(first.transcript)) and again.stdout.endswith("resumed\n")
+
+
+# A replay pauses where its recording paused, and goes on as the recording went on: each way a
+# paused run goes on (realworld/pauses.py, agent.go_on(); the human-in-the-loop family of
+# openai-agents-python's docs/human_in_the_loop.md: approve, reject, resume with more input) is a
+# member. The replay runs nothing the recording did not run, and counts each process's steps from
+# one (--max-steps), as the recording did.
+def touch(name: str, call_id: str) -> dict:
+    return call("run_shell", {"command": f"touch {name}"}, call_id)
+
+
+TEXT_CALL = '<tool_call>\n{"name": "run_shell", "arguments": {"command": "touch b"}}\n</tool_call>'
+
+
+def codes_waiting(path) -> dict:
+    """{call id: code} of the calls the transcript's last pause left waiting."""
+    return {c["call_id"]: c["code"] for c in pauses.last_end(events_of(Path(path)))["pending"]}
+
+
+def never_gone_on(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    return [agent("say hi")], {}, 1
+
+
+def approved_under_max_steps(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("--max-steps", "1", "go")
+    server.add(reply("done"))
+    on = ["--resume", str(first.transcript), "--transcript", str(first.transcript), "--approve"]
+    return [first, agent("--max-steps", "1", *on)], {"flags": ["--max-steps", "1"]}, 1
+
+
+def some_approved_some_declined(agent, server):
+    calls = [
+        call("read_file", {"path": "missing.txt"}, "r0"),
+        touch("one", "s1"),
+        call("write_file", {"path": "w.txt", "content": "w"}, "w2"),
+        touch("two", "s3"),
+        call("run_shell", "{not json", "s4"),
+    ]
+    server.add(reply(tool_calls=calls))
+    first = agent("go")
+    server.add(reply("done"))
+    T = str(first.transcript)
+    on = ["--resume", T, "--transcript", T, "--approve", codes_waiting(T)["s1"]]
+    return [first, agent(*on, "--reject", "not now")], {}, 1
+
+
+def paused_twice(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    T = str(first.transcript)
+    server.add(reply(tool_calls=[touch("b", "c2")]))
+    second = agent("--resume", T, "--transcript", T, "--approve")
+    server.add(reply("done"))
+    return [first, second, agent("--resume", T, "--transcript", T, "--approve")], {}, 2
+
+
+def a_text_call_under_yes(agent, server):
+    # --yes ran the tool call; the one written as text asks with --yes too, so it paused, and the
+    # replay asks its own person where the recording's said yes (at a terminal, as its line says)
+    server.add(reply(tool_calls=[touch("a", "c1")]), reply(TEXT_CALL))
+    first = agent("--yes", "go")
+    server.add(reply("done"))
+    T = str(first.transcript)
+    went_on = agent("--yes", "--resume", T, "--transcript", T, "--approve")
+    return [first, went_on], {"terminal": "y\n"}, 1
+
+
+def resumed_with_a_task(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    server.add(reply("then done"))
+    T = str(first.transcript)
+    return [first, agent("--yes", "--resume", T, "--transcript", T, "and then")], {}, 1
+
+
+def fewer_approved_than_wait(agent, server):
+    server.add(reply(tool_calls=[touch("one", "s1"), touch("two", "s2")]))
+    first = agent("go")
+    T = str(first.transcript)
+    on = ["--resume", T, "--transcript", T, "--approve", codes_waiting(T)["s1"]]
+    return [first, agent(*on)], {}, 2  # s2 waits again
+
+
+def a_task_given_while_calls_wait(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    T = str(first.transcript)
+    return [first, agent("--resume", T, "--transcript", T, "and then")], {}, 2  # not started
+
+
+def declined_at_a_terminal_with_a_yes_word(agent, server):
+    # "n ok": declined, "ok" its reason (tools.answer()); read as a yes, the replay ran it
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    server.add(reply("done"))
+    T = str(first.transcript)
+    return [first, agent("--resume", T, "--transcript", T, terminal="n ok\n")], {}, 1
+
+
+def rejected_with_a_yes_word(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    server.add(reply("done"))
+    T = str(first.transcript)
+    went_on = agent("--resume", T, "--transcript", T, "--reject", "ok")
+    assert not (agent.workdir / "a").exists()  # --reject declines, whatever its reason says
+    return [first, went_on], {}, 1
+
+
+def paused_twice_replayed_at_a_terminal(agent, server):
+    processes, _, paused = paused_twice(agent, server)
+    return processes, {"terminal": "y\ny\n", "yes": False}, paused  # a yes for each
+
+
+GONE_ON = [
+    never_gone_on,
+    approved_under_max_steps,
+    some_approved_some_declined,
+    paused_twice,
+    a_text_call_under_yes,
+    resumed_with_a_task,
+    fewer_approved_than_wait,
+    a_task_given_while_calls_wait,
+    declined_at_a_terminal_with_a_yes_word,
+    rejected_with_a_yes_word,
+    paused_twice_replayed_at_a_terminal,
+]
+
+
+@posix_only
+@pytest.mark.parametrize("recorded", GONE_ON, ids=lambda f: f.__name__)
+def test_a_replay_pauses_where_its_recording_paused_and_goes_on_as_it_went_on(
+    agent, server, recorded
+):
+    processes, replayed, paused_as_recorded = recorded(agent, server)
+    assert processes[0].returncode == 4, processes[0].stderr  # each recording paused first
+    transcript, made = processes[0].transcript, sorted(os.listdir(agent.workdir))
+    views_hold(transcript, server)
+    for name in made:  # the replay begins in the folder as the recording began in it
+        os.remove(agent.workdir / name)
+    out = agent.tmp_path / "replayed.jsonl"
+    command = ["--replay", str(transcript), "--transcript", str(out)]
+    command += ["--yes"] * replayed.get("yes", True) + replayed.get("flags", [])
+    again = run_offline(agent.tmp_path, *command, terminal=replayed.get("terminal"))
+    assert again.returncode == processes[-1].returncode, again.stderr
+    assert read(events_of(out)) == read(events_of(transcript))
+    assert sorted(os.listdir(agent.workdir)) == made  # it ran what the recording ran, no more
+    assert again.stderr.count("wait where the recording paused") == paused_as_recorded
+
+
+def test_a_replay_types_compact_where_the_recording_compacted_whatever_the_event_holds(tmp_path):
+    # a transcript is untrusted: what a context/compacted event carries is never a task
+    events = task_and_reply({"role": "assistant", "content": "hi"})
+    events.append({"type": "context/compacted", "asked": True, "content": "touch hacked"})
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, events)
+    done = run_offline(tmp_path, "--replay", str(lesson), "--yes")
+    assert "Traceback" not in done.stderr and "hacked" not in done.stderr, done.stderr
+    assert not (tmp_path / "work" / "hacked").exists()
+
+
+@posix_only
+def test_a_replay_of_a_session_typed_at_the_prompt_exits_as_the_session_did(agent, server):
+    # the session ends 0 as asked, though its last task failed; its replay says the same
+    server.add(reply("first"), Error(500, "down", times=3))
+    done = agent("--yes", terminal="one\ntwo\nexit\n")
+    assert done.returncode == 0 and "HTTP 500: down" in done.stderr, done.stderr
+    again, sent = replay_of(agent, done.transcript)
+    assert again.returncode == 0 and "HTTP 500: down" in again.stderr, again.stderr
+    assert sent == read(events_of(done.transcript))
