@@ -26,9 +26,9 @@ import sys
 from typing import NamedTuple
 
 import config
-from realworld import compaction, dialects, pauses, replies, transcripts
+from realworld import calls, compaction, consent, dialects, pauses, replies, transcripts
 from realworld.guards import clip, say, shorten
-from tools import DEFAULT_TOOLS, declined, run_call, schemas
+from tools import DEFAULT_TOOLS, run_call
 
 # Fixed for the whole run (no date, no counters): providers cache a repeated prefix.
 SYSTEM_PROMPT = (
@@ -144,8 +144,9 @@ def record_start(messages: list[dict], tools: list, transcript) -> None:
     if transcripts.is_empty(transcript):
         system = bool(messages) and messages[0]["role"] == "system"
         prompt, earlier = (messages[0]["content"], messages[1:]) if system else ("", messages)
+        offered = calls.schemas(tools)
         transcripts.record(
-            transcript, "run/start", system_prompt=prompt, tools=schemas(tools), messages=earlier
+            transcript, "run/start", system_prompt=prompt, tools=offered, messages=earlier
         )
 
 
@@ -206,7 +207,7 @@ def go_on(messages: list[dict], decided: dict, tools: list, given: dict, pause: 
             approved = {**given, "yes": given["yes"] or decision is True, "approved": decision}
             result, ok = run_call(name, arguments, tools, approved, pause)
         else:
-            result, ok = declined(name, arguments, decision or ""), False
+            result, ok = consent.declined(name, arguments, decision or ""), False
         if result is None:
             return paused(messages)
         tool_message = {"role": "tool", "tool_call_id": call["id"], "content": result}
@@ -294,6 +295,6 @@ def show_step(step: int, msg, resp) -> None:
 
 
 if __name__ == "__main__":  # python agent.py [options] "task": the command line is realworld/cli.py
-    from realworld import cli
+    from realworld import cli  # not imported by `import agent`: a Python prompt starts faster
 
     sys.exit(cli.main(run, SYSTEM_PROMPT, DEFAULT_TOOLS))

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # where agent.py is
 
 import agent
-from realworld import cli, transcripts
-from tools import DEFAULT_TOOLS, Tool, ToolError, schemas
+from realworld import calls, cli, transcripts
+from tools import DEFAULT_TOOLS, Tool, ToolError
 
 REVIEWER_PROMPT = (
     "You review code in a folder on the user's computer. Read the files you need, then say in a "
@@ -42,7 +42,7 @@ def transfer_to_reviewer(*, messages, tools, transcript) -> str:
         "agent/handoff",
         to="reviewer",
         system_prompt=REVIEWER_PROMPT,
-        tools=schemas(REVIEWER_TOOLS),
+        tools=calls.schemas(REVIEWER_TOOLS),
     )
     return "transferred to the reviewer, who goes on with this conversation"
 

@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # where agent.py is
 
 import agent
-from realworld import cli, pauses, transcripts
+from realworld import calls, cli, pauses, transcripts
 from realworld.guards import indented, say
-from tools import DEFAULT_TOOLS, Tool, schemas
+from tools import DEFAULT_TOOLS, Tool
 
 HELPER_PROMPT = (
     "You answer one question about the files in a folder. Read the files you need; you cannot "
@@ -39,7 +39,7 @@ def ask_helper(question: str, *, workdir, client, model, yes, messages, transcri
     """Run the loop on a fresh conversation with HELPER_TOOLS only; its answer is the result."""
     call = pauses.open_calls(messages)[0]  # this call: the caller's first one not answered yet
     under = transcripts.Nested(transcript, call["id"])
-    own = transcripts.begin(under, HELPER_PROMPT, schemas(HELPER_TOOLS))  # its own conversation
+    own = transcripts.begin(under, HELPER_PROMPT, calls.schemas(HELPER_TOOLS))  # its own
     with indented("  │ ", "  ┌ the helper's own loop:"):  # its lines inside the caller's step
         outcome = agent.run(
             question,

@@ -16,9 +16,9 @@ from typing import NamedTuple
 
 import config
 from realworld import compaction, own, page, pauses, processes, replies, runs, sandbox, transcripts
+from realworld.calls import schemas
 from realworld.guards import hide_secrets, say, shown_url, visible
 from realworld.replay import Replay
-from tools import schemas
 
 # any other status: 3, no answer
 EXIT_STATUS = {"answered": 0, "api_error": 1, "context_full": 1, "paused": 4, "interrupted": 130}
@@ -123,6 +123,13 @@ def command(program: Program, argv: list[str] | None) -> int:
         )
         return 2
     task = read_task(options, recorded, going_on=approvals is not None)
+    deciding = options.approve is not None or options.reject is not None
+    if deciding and task and task.startswith("/"):  # before the pause is spent
+        say(
+            f"agent: {pauses.one_line(task.split()[0])} is a command of the > prompt, not a task: "
+            "go on from the pause first, then type it at the prompt; nothing was run"
+        )
+        return 2
     if not task and approvals is None and not sys.stdin.isatty():
         say('agent: no task. Give one, as in: python agent.py "list the files"')
         return 2
@@ -145,7 +152,7 @@ def command(program: Program, argv: list[str] | None) -> int:
             "from it): nothing was run; --show it, then resume it again"
         )
         return 2
-    if options.approve is not None or options.reject is not None:  # it goes on from the pause now
+    if deciding:  # it goes on from the pause now
         pauses.spend(options.resume, recorded)
     # a closed terminal, kill, systemd
     for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):

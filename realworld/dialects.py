@@ -10,6 +10,7 @@ comes from. docs/servers.md (rules 10 and 12) gives the rules and the server set
 the leak.
 """
 
+import ast
 import bisect
 import collections
 import functools
@@ -391,7 +392,6 @@ def python_at(text: str, at: int, limit: int = 100_000):
     """(the Python literal that starts at text[at], where it ends), or None: a call payload in
     single quotes, with True, False, None or a trailing comma, read with ast as NousResearch's
     Hermes parser falls back to ast.literal_eval (utils.py); each key once, as json_at()."""
-    import ast
 
     end = closing_paren(text, at, limit) if text.startswith(("{", "["), at) else None
     try:
@@ -402,7 +402,6 @@ def python_at(text: str, at: int, limit: int = 100_000):
 
 def python_value(node):
     """A Python literal's value as JSON's: objects with each key once, lists, plain values."""
-    import ast
 
     if isinstance(node, ast.Dict):
         keys = [python_value(k) if k is not None else {} for k in node.keys]  # {}: **spread
@@ -674,7 +673,6 @@ def structure(wanted: tuple[str, ...]) -> re.Pattern:
 def python_call(text: str, name: re.Match, wanted: list[str]):
     """NAME(k="v", ...) with literal values, true, false and null as JSON's (Llama 3.2 and 4,
     OLMo 3, LFM2; Llama 3.1's NAME.call(...)): (arguments, start, end)."""
-    import ast
 
     at = name.end() + 5 * text.startswith(".call(", name.end())
     end = closing_paren(text, at) if text.startswith("(", at) else None
@@ -725,7 +723,6 @@ def closing_paren(text: str, at: int, limit: int = 200_000) -> int | None:
 
 def literal(node):
     """A Python literal's value; true, false and null as JSON's (OLMo 3 writes them so)."""
-    import ast
 
     json_names = {"true": True, "false": False, "null": None}
     if isinstance(node, ast.Name) and node.id in json_names:

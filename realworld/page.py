@@ -21,9 +21,9 @@ import re
 from datetime import datetime
 
 from realworld import dialects, pauses, replies, runs
+from realworld.consent import shown_command, written_as_text
 from realworld.guards import arguments_line, hide_secrets, shorten, visible
 from realworld.runs import Request
-from tools import shown_command, written_as_text
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:70em;padding:1em;color:#222}

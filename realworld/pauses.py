@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 
 import config
-import tools
-from realworld import own, runs, transcripts
+from realworld import consent, own, runs, transcripts
 from realworld.guards import arguments_line, say, shown_url, visible
 
 
@@ -154,7 +153,7 @@ def waiting(messages: list[dict], begun: set = frozenset()) -> list[dict]:
     return [
         c
         for c in calls
-        if tools.needs_yes(c["function"]["name"], c["function"]["arguments"], c["id"])
+        if consent.needs_yes(c["function"]["name"], c["function"]["arguments"], c["id"])
     ]
 
 
@@ -248,7 +247,7 @@ def recorded(messages: list[dict]) -> list[dict]:
 
 
 def command_of(arguments: str) -> str:
-    """The command a run_shell call would run, whole (its arguments parse: tools.needs_yes())."""
+    """The command a run_shell call would run, whole (its arguments parse: consent.needs_yes())."""
     return json.loads(arguments)["command"]
 
 
@@ -363,17 +362,17 @@ def show_waiting(messages: list[dict]) -> None:
         as_text = " (the model wrote it as text, not as a tool call)" * is_text(call)
         say(
             f"  ⏸ [{code(call)}] {one_line(name)}, id {one_line(call['id'])}{as_text}:\n"
-            + tools.shown_command(whole)
+            + consent.shown_command(whole)
         )
 
 
 def is_text(call: dict) -> bool:
-    """Whether the model wrote the call as text (tools.written_as_text())."""
-    return tools.written_as_text(call.get("id"))
+    """Whether the model wrote the call as text (consent.written_as_text())."""
+    return consent.written_as_text(call.get("id"))
 
 
 def shown_arguments(arguments: str) -> str:
-    """A call's arguments (they parse: tools.needs_yes()), one a line, as a question shows them."""
+    """A call's arguments (they parse: consent.needs_yes()), one a line, as a question shows."""
     return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from realworld import compaction, pauses, replies, runs, transcripts
+from realworld.calls import ToolError, parameters
+from realworld.consent import ask, asks, declined_by_the_user, needs_yes, terminal
 from realworld.guards import say, shorten
-from tools import ToolError, ask, asks, declined_by_the_user, needs_yes, parameters, terminal
 
 
 class ReplayEnded(replies.RequestFailed):
@@ -292,7 +293,7 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
             failed = ["interrupted", "the recorded run was interrupted here", None]
         elif kind == "context/window" and served in found and runs.window_of(event):
             found[served][-1][2] = runs.window_of(event)  # as a transcript before 2026-12 says it
-        elif kind == "run/resume" and not ended:
+        elif kind == "run/resume" and own and not ended:
             words = "the recorded run was stopped here; it went on later from a --resume"
             failed = ["interrupted", words, None]
         if failed:
@@ -325,8 +326,15 @@ def turns(events: list[dict]) -> list[dict]:
         kind, call_id = event["type"], event.get("call_id")
         if "under" in event:
             continue
-        if kind == "run/resume":  # killed before it: what began waits no more
-            waiting, going_on = waiting - started, None
+        if kind == "run/resume":  # killed before it: what began waits no more, what did not
+            waiting = waiting - started  # begin waited there (as at a pause)
+            left = waiting - set(going_on["going_on"]) if going_on else set()
+            if left and not going_on["paused_at"]:
+                first = next(i for i in calls if i in left)
+                name, arguments = calls[first]
+                function = {"name": name, "arguments": arguments}
+                going_on["paused_at"] = {"id": first, "function": function}
+            going_on = None
         if kind == "run/resume" and waiting:  # a process that went on from the pause
             going_on = {**TURN, "ran": set(), "going_on": {}}
             found.append(going_on)

@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 
 import config
 from realworld import dialects
+from realworld.calls import parameters
+from realworld.consent import TEXT_ID
 from realworld.guards import (
     MAX_DEPTH,
     Pattern,
@@ -43,7 +45,6 @@ from realworld.guards import (
     too_deep,
     visible,
 )
-from tools import TEXT_ID, parameters
 
 RETIRED_MODELS = ("deepseek-chat", "deepseek-reasoner")  # answer HTTP 400 since July 2026
 # new tries when the provider says the model's output, not the request, was malformed
@@ -742,7 +743,7 @@ def tool_call(
 ) -> dict:
     """One tool call with a unique id, a type and its arguments as a valid JSON string; its
     other fields kept. as_text: recovered from the model's text, its id says so
-    (tools.written_as_text())."""
+    (consent.written_as_text())."""
     call = call if isinstance(call, dict) else {}
     # none for a "custom" call
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
@@ -764,7 +765,7 @@ def tool_call(
 
 def made_id(name: str, arguments: str, taken: set[str], prefix: str = "call_") -> str:
     """An id for a call that has none of its own: the same for the same call at the same point of
-    a run, never one of taken; prefix: how it begins (tools.TEXT_ID for a call written as text)."""
+    a run, never one of taken; prefix: how it begins (consent.TEXT_ID: a call written as text)."""
     for attempt in range(len(taken) + 1):
         made_of = json.dumps([name, arguments, len(taken), attempt], ensure_ascii=False)
         digest = hashlib.sha256(made_of.encode("utf-8", "surrogatepass")).hexdigest()

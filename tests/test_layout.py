@@ -16,7 +16,7 @@ import agent
 import config
 import realworld
 import tools
-from realworld import cli, replies
+from realworld import calls, cli, replies
 
 
 def python(code_or_args, cwd, **env) -> subprocess.CompletedProcess:
@@ -221,7 +221,7 @@ def test_two_runs_at_once_each_offer_their_own_tools(tmp_path):
             thread.join(60)
         for server, tools_given in zip(servers, offered, strict=True):
             seen = {str(r["body"]["tools"]) for r in server.requests}
-            assert seen == {str(tools.schemas(tools_given))}
+            assert seen == {str(calls.schemas(tools_given))}
     finally:
         for server in servers:
             server.close()

@@ -91,7 +91,7 @@ def test_a_missing_package_is_one_line_naming_the_install_command(tmp_path):
 BREAKPOINTS = {
     "01": ("agent.py", "msg = resp.choices[0].message", 1),
     "02": ("agent.py", "result, ok = run_call(", 1),
-    "03": ("tools.py", 'consent(args["command"], written_as_text(call_id))', 0),
+    "03": ("realworld/consent.py", 'consent(args["command"], written_as_text(call_id))', 0),
     "04": ("agent.py", "for call in msg.tool_calls", 0),
     "05": ("agent.py", "msg = resp.choices[0].message", 1),
     "06": ("agent.py", "if finish_reason in STOP_REASONS", 0),
@@ -112,7 +112,7 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     line = next(i for i, source in enumerate(lines, 1) if source.strip().startswith(text)) + after
     commands = f"break {ROOT / name}:{line}\ncontinue\nq\n"
-    program = ROOT / name if name not in ("agent.py", "tools.py") else AGENT
+    program = ROOT / name if name.startswith("examples/") else AGENT
     done = pdb_replay(
         tmp_path, LESSONS / f"lesson-{lesson}.jsonl", commands, terminal=True, program=program
     )

@@ -817,7 +817,7 @@ def a_task_given_while_calls_wait(agent, server):
 
 
 def declined_at_a_terminal_with_a_yes_word(agent, server):
-    # "n ok": declined, "ok" its reason (tools.answer()); read as a yes, the replay ran it
+    # "n ok": declined, "ok" its reason (consent.answer()); read as a yes, the replay ran it
     server.add(reply(tool_calls=[touch("a", "c1")]))
     first = agent("go")
     server.add(reply("done"))
@@ -896,3 +896,35 @@ def test_a_replay_of_a_session_typed_at_the_prompt_exits_as_the_session_did(agen
     again, sent = replay_of(agent, done.transcript)
     assert again.returncode == 0 and "HTTP 500: down" in again.stderr, again.stderr
     assert sent == read(events_of(done.transcript))
+
+
+def test_a_replay_pauses_where_a_process_going_on_was_killed_before_it_answered(tmp_path):
+    # killed while it asked y/N: the call never began; the next process declined it
+    events = task_and_reply({"role": "assistant", "content": "", "tool_calls": [SHELL]})[:3]
+    declined = "error: declined by the user: nope"
+    events += [
+        *PAUSED,
+        {"type": "run/resume"},
+        {"type": "tool/result", "call_id": "c1", "name": "run_shell", "content": declined},
+        {"type": "assistant/message", "message": {"role": "assistant", "content": "done"}},
+        {"type": "turn/end", "status": "answered"},
+    ]
+    lesson = tmp_path / "t.jsonl"
+    write_events(lesson, events)
+    out = tmp_path / "replayed.jsonl"
+    done = run_offline(tmp_path, "--replay", str(lesson), "--transcript", str(out), "--yes")
+    assert done.returncode == 0 and done.stdout == "done\n", done.stderr
+    ran = [e for e in events_of(out) if e["type"] == "tool/started"]
+    assert ran == []  # never run: it waited, then was declined again
+    assert [m for m, _ in read(events_of(out))] == [m for m, _ in read(events)]
+
+
+@posix_only
+def test_a_prompt_command_given_with_approve_is_refused_before_the_pause_is_spent(agent, server):
+    server.add(reply(tool_calls=[touch("a", "c1")]))
+    first = agent("go")
+    T = str(first.transcript)
+    refused = agent("--resume", T, "--transcript", T, "/compact", "--approve")
+    assert refused.returncode == 2 and "nothing was run" in refused.stderr, refused.stderr
+    server.add(reply("done"))
+    assert agent("--resume", T, "--transcript", T, "--approve").returncode == 0  # still waits

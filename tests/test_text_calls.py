@@ -13,8 +13,7 @@ import pytest
 from conftest import KEY, ROOT, clean_env, events_of, posix_only
 from scripted_server import Stream, call, reply
 
-import tools
-from realworld import dialects, pauses, runs
+from realworld import consent, dialects, pauses, runs
 
 KNOWN = {"read_file": ["path"], "write_file": ["path", "content"], "run_shell": ["command"]}
 READ = ("read_file", {"path": "a.txt"})
@@ -490,14 +489,14 @@ def test_a_call_written_as_text_is_marked_by_its_id_in_every_reading(loop, serve
     assert paused.status == "paused" and not (loop.workdir / "hi.txt").exists()
     messages = runs.conversation(paused.events())
     (recovered_call,) = pauses.open_calls(messages)
-    assert tools.written_as_text(recovered_call["id"])
+    assert consent.written_as_text(recovered_call["id"])
     server.add(reply("done"))
     went_on = loop(None, messages, yes=True, approvals={recovered_call["id"]: True})
     assert went_on.status == "answered" and (loop.workdir / "hi.txt").read_text() == "hi\n"
     # a call the server sent, with no id of its own, is not taken for one written as text
     server.add(reply(tool_calls=[call(*WRITE_HI, id=None)]), reply("done"))
     assert loop("go", yes=True).status == "answered"
-    assert not tools.written_as_text(server.messages(3)[-2]["tool_calls"][0]["id"])
+    assert not consent.written_as_text(server.messages(3)[-2]["tool_calls"][0]["id"])
 
 
 @posix_only

@@ -112,7 +112,7 @@ WHERE = {
     # the first line of write_file's body, before it writes: the tool is running
     # an approved call, run where a paused run goes on: go_on() has the result (the line after
     # its else: branch)
-    "after an approved call, in go_on()": ("go_on", "result, ok = declined(", AGENT, 1),
+    "after an approved call, in go_on()": ("go_on", "result, ok = consent.declined(", AGENT, 1),
     "in the tool": ("write_file", '"""Write content to a file in the workspace', TOOLS, 1),
 }
 

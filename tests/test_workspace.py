@@ -12,6 +12,7 @@ import pytest
 from conftest import posix_only
 
 import tools
+from realworld import workspace
 from tools import ToolError, read_file, write_file
 
 
@@ -70,7 +71,7 @@ def test_write_file_keeps_the_replaced_files_group_and_mode(tmp_path):
         "new",
     )
     tools.write_file("fresh.txt", "x", workdir=tmp_path)
-    assert stat.S_IMODE((tmp_path / "fresh.txt").stat().st_mode) == 0o666 & ~tools.UMASK
+    assert stat.S_IMODE((tmp_path / "fresh.txt").stat().st_mode) == 0o666 & ~workspace.UMASK
 
 
 def test_a_temporary_file_left_by_a_killed_write_does_not_collect(tmp_path):
@@ -185,14 +186,14 @@ def test_a_folder_swapped_for_a_symlink_during_writes_never_leads_outside(tmp_pa
 
 @posix_only
 def test_a_folder_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path):
-    workspace, outside = tmp_path / "work", tmp_path / "outside"
-    (workspace / "sub").mkdir(parents=True)
+    root, outside = tmp_path / "work", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
     outside.mkdir()
-    target = tools.resolve("sub/f.txt", workspace)  # the check: sub is a folder inside
-    (workspace / "sub").rmdir()
-    (workspace / "sub").symlink_to(outside)  # swapped before the use
+    target = workspace.resolve("sub/f.txt", root)  # the check: sub is a folder inside
+    (root / "sub").rmdir()
+    (root / "sub").symlink_to(outside)  # swapped before the use
     with pytest.raises(ToolError, match="changed while in use"):
-        tools.open_inside(workspace, target, os.O_WRONLY | os.O_CREAT)
+        workspace.open_inside(root, target, os.O_WRONLY | os.O_CREAT)
     assert os.listdir(outside) == []
 
 
