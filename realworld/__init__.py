@@ -2,6 +2,7 @@
 
 agent.py holds the loop, tools.py the tools, config.py the settings. This folder holds the rest,
 each module one job, each importing only those above it in this list (no circle):
+- endings.py: every way a run ends, with its exit status;
 - guards.py: what untrusted text passes on its way to the person (escapes shown) and the model
   (the key hidden, the length bounded);
 - calls.py: what a tool call leans on: the error a tool tells the model, the tools' schemas,

@@ -15,13 +15,23 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import config
-from realworld import compaction, own, page, pauses, processes, replies, runs, sandbox, transcripts
+from realworld import (
+    compaction,
+    endings,
+    own,
+    page,
+    pauses,
+    processes,
+    replies,
+    runs,
+    sandbox,
+    transcripts,
+)
 from realworld.calls import schemas
 from realworld.guards import hide_secrets, say, shown_url, visible
 from realworld.replay import Replay
 
 # any other status: 3, no answer
-EXIT_STATUS = {"answered": 0, "api_error": 1, "context_full": 1, "paused": 4, "interrupted": 130}
 
 
 class Program(NamedTuple):
@@ -283,7 +293,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         approvals = None
         if typed:  # at the prompt, what the task cost and what the session has
             say(session_cost(client, spent_before))
-        status = EXIT_STATUS.get(outcome.status if outcome else "interrupted", 3)
+        status = endings.exit_status(outcome.status if outcome else None)
         # spent for the session: no later task runs (but a replay goes on past a stop it replays,
         # as the recording went on, unless its own budget is spent)
         if outcome and outcome.status == "budget" and (not replay or client.spent_out()):
@@ -314,7 +324,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     if replay:
         replay.report(transcript)
     if replay and replay.typed:  # a session typed at the prompt ends as it ended
-        return 3 if spent_out or replay.typed == "budget" else 0  # 3: as any other ending
+        return endings.exit_status("budget") if spent_out or replay.typed == "budget" else 0
     # typed tasks: the session ended as asked, but where the budget ended it
     return status if task or going_on or spent_out else 0
 

@@ -4,6 +4,7 @@ without the SDK."""
 import ast
 import copy
 import importlib.util
+import re
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ import agent
 import config
 import realworld
 import tools
-from realworld import calls, cli, replies
+from realworld import calls, cli, endings, replies
 
 
 def python(code_or_args, cwd, **env) -> subprocess.CompletedProcess:
@@ -225,3 +226,20 @@ def test_two_runs_at_once_each_offer_their_own_tools(tmp_path):
     finally:
         for server in servers:
             server.close()
+
+
+def test_every_ending_the_code_makes_is_in_the_one_table_with_its_exit_status():
+    # an Outcome, a RequestFailed's status, a stop reason, a turn/end recorded by hand
+    made = set()
+    for path in [
+        ROOT / "agent.py",
+        *(ROOT / "realworld").glob("*.py"),
+        *(ROOT / "examples").glob("*.py"),
+    ]:
+        text = path.read_text(encoding="utf-8")
+        made |= set(re.findall(r'Outcome\(\s*"(\w+)"', text))
+        made |= set(re.findall(r'^    status = "(\w+)"', text, re.M))
+        made |= set(re.findall(r'"turn/end", status="(\w+)"', text))
+    made |= set(agent.STOP_REASONS)
+    assert len(made) > 10 and made <= set(endings.ENDINGS), made - set(endings.ENDINGS)
+    assert endings.exit_status("paused") == 4 and endings.exit_status(None) == 130
