@@ -29,9 +29,7 @@ from realworld import (
 )
 from realworld.calls import schemas
 from realworld.guards import hide_secrets, say, shown_url, visible
-from realworld.replay import Replay
-
-# any other status: 3, no answer
+from realworld.replay import TURN, Replay
 
 
 class Program(NamedTuple):
@@ -272,7 +270,7 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
     status, spent_out, typed = 0, False, settings["typed"]
     # going on from a pause: that turn first, the task (if any) after its open calls
     todo = [task or None] if task or going_on else tasks()
-    todo = ({"task": each, "paused_at": None, "going_on": None} for each in todo)
+    todo = ({**TURN, "task": each} for each in todo)
     if replay and not options.task:  # every turn it recorded, one after another
         todo = replay.turns or todo
     for recorded_turn in todo:

@@ -315,12 +315,11 @@ def refusals(events: list[dict]) -> tuple[dict, dict]:
 
 def turns(events: list[dict]) -> list[dict]:
     """What the recorded run's own conversation was given, turn by turn, as the person gave it:
-    {"task": a task, /compact or None, "paused_at": the first call a pause left waiting, or None,
-    "ran": the ids of the calls that began in it, "yes": whether a command among them ran unasked
-    (the run had --yes), "going_on": None, or for a
-    process that went on from a pause, {call id: True for a call it ran, the Reason it declined
-    one with (or False), None for one that failed before it ran}: a call not in it waited
-    again}."""
+    {"task": a task, /compact or None; "paused_at": the first call a pause left waiting, or None;
+    "ran": the ids of the calls that began in it; "yes": whether a command among them ran unasked
+    (the run had --yes); "going_on": None, or for a process that went on from a pause, {call id:
+    True for a call it ran, the Reason it declined one with (or False), None for one that failed
+    before it ran}, where a call left out waited again}."""
     found, waiting, going_on, started, calls = [], set(), None, set(), {}
     for event in events:
         kind, call_id = event["type"], event.get("call_id")
