@@ -282,7 +282,7 @@ def parse_options(
     """The command line, on top of the environment. Raises ConfigError for a bad setting. prog:
     the program's name, as --help says it; tools: the names of the tools it offers."""
     global PRICE_INPUT, PRICE_CACHED, PRICE_OUTPUT, CURRENCY  # set once, below, as SANDBOX
-    global TEXT_CALLS  # read where a reply is read (replies.py) and a call runs (tools.py)
+    global TEXT_CALLS  # read where a reply is read (replies.py) and a call asks (consent.py)
     if BAD:
         raise ConfigError(BAD[0])
     offered = f"its tools ({', '.join(tools)})" if tools else "three tools"
@@ -396,7 +396,7 @@ def parse_options(
     for password in (url_password(options.base_url), raw_password(options.base_url)):
         if len(password) >= 6 and password not in HIDDEN_PASSWORDS:
             HIDDEN_PASSWORDS = (*HIDDEN_PASSWORDS, password)
-    global SANDBOX  # set once, here, before anything runs; read where commands run (tools.py)
+    global SANDBOX  # set once, here, before anything runs; read where commands run (commands.py)
     SANDBOX = SANDBOX or options.sandbox
     TEXT_CALLS = options.text_calls.strip().lower()
     if TEXT_CALLS not in TEXT_CALLS_CHOICES:

@@ -1,8 +1,8 @@
 """Processes: a command's output read as it comes, and no command outliving its limits.
 
-run_shell (tools.py) starts each command in a process group of its own; what the command starts,
-also what leaves that group (setsid, nohup), is found here through the child subreaper and
-/proc, and ended.
+commands.run() (run_shell's body) starts each command in a process group of its own; what the
+command starts, also what leaves that group (setsid, nohup), is found here through the child
+subreaper and /proc, and ended.
 """
 
 import codecs

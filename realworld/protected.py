@@ -4,9 +4,9 @@ Configuration: a .env file (AGENT_BASE_URL sends the key to whatever server it n
 run), a .envrc (direnv runs it), and anything git obeys: a .git folder or file, and a folder that
 git takes for a repository (its config's core.fsmonitor runs a command whenever anyone runs git
 there). And every file git's configuration reads and every workspace path one of its values names
-(git_named()). write_file refuses all of these (tools.py); the sandbox makes what it finds read-only
-before a command and moves aside what the command made (sandbox.py). The agent's own code is not in
-the workspace at all (realworld/own.py).
+(git_named()). write_file refuses all of these (workspace.refuse_protected()); the sandbox makes
+what it finds read-only before a command and moves aside what the command made (sandbox.py). The
+agent's own code is not in the workspace at all (realworld/own.py).
 
 What a command leaves is evidence it controls: nothing here deletes, nothing follows a path or a
 link a command wrote, and a file a command could have made is read with bounds (read_bounded()).

@@ -111,6 +111,8 @@ def test_q_leaves_pdb_at_each_lessons_breakpoint(tmp_path, lesson):
     assert text.split("(")[0] in row  # the README names this breakpoint
     lines = (ROOT / name).read_text(encoding="utf-8").splitlines()
     line = next(i for i, source in enumerate(lines, 1) if source.strip().startswith(text)) + after
+    cited = re.search(rf"`break {re.escape(name)}:(\d+)`", row)  # where the row gives the command
+    assert cited is None or int(cited.group(1)) == line, row
     commands = f"break {ROOT / name}:{line}\ncontinue\nq\n"
     program = ROOT / name if name.startswith("examples/") else AGENT
     done = pdb_replay(

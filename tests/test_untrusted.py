@@ -315,7 +315,7 @@ def test_a_reply_field_nested_hundreds_deep_is_one_clear_line(loop, server):
     ids=["function", "partial", "unhashable"],
 )
 def test_a_tool_gets_what_it_names_of_the_run_however_it_is_callable(make, tmp_path):
-    # tools.keyword_only() keeps what inspect found, by a weak key where the callable allows
+    # calls.keyword_only() keeps what inspect found, by a weak key where the callable allows
     def shown(*, workdir, messages):
         return f"{workdir} {len(messages)}"
 
