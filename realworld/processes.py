@@ -7,6 +7,7 @@ subreaper and /proc, and ended.
 
 import codecs
 import contextlib
+import ctypes
 import functools
 import os
 import select
@@ -115,8 +116,6 @@ def adopt_orphans() -> None:
     so that one started with setsid or nohup, or by a shell that has exited, can still be
     found and ended."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 

@@ -10,6 +10,11 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
+try:  # POSIX only: Windows has no flock
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None
+
 import config
 from realworld import own
 from realworld.guards import MAX_DEPTH, hide_secrets, nested_deeper, say
@@ -181,9 +186,7 @@ def as_it_is(path: Path | None) -> tuple | None:
 def lock(fd: int) -> None:
     """Lock an open file for this process alone, or raise OSError at once if another holds it
     (POSIX flock; Windows has no flock, and there two agents can still write one transcript)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover
+    if fcntl is None:  # pragma: no cover
         return
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
