@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-import config
 from realworld import commands, transcripts, workspace
 from realworld.calls import ToolError, in_flight, parameters, taken_by
 from realworld.consent import ask, asks, terminal
@@ -74,7 +73,7 @@ def write_file(path: str, content: str, *, workdir: Path) -> str:
 def run_shell(command: str, *, workdir: Path, timeout: float | None = None) -> str:
     """Run a shell command in the workspace; return its output and exit status. It runs without
     asking: run_call() asks the person first."""
-    return commands.run(command, workdir, timeout or config.SHELL_TIMEOUT)
+    return commands.run(command, workdir, timeout)  # none given: AGENT_SHELL_TIMEOUT
 
 
 TOOL_MAP = {"read_file": read_file, "write_file": write_file, "run_shell": run_shell}

@@ -128,7 +128,7 @@ def page(events: list[dict], system_prompt: str) -> str:
             first_at.setdefault(str(event["under"]), len(body))
     # a conversation no event of the run's own showed (a summary that was not kept): where it began
     unseen = sorted(set(nested) & set(first_at), key=first_at.get)
-    shown_first = [(first_at[u], unshown(u, nested, ends)) for u in unseen if u in nested]
+    shown_first = [(first_at[u], unshown(u, nested, ends)) for u in unseen]
     for place, shown in reversed(shown_first):
         body.insert(place, shown)
     shown = (

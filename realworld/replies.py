@@ -112,10 +112,16 @@ class Client:
     def create(self, *, model: str, messages: list[dict], tools: list | None = None, **request):
         """The reply to messages, whole, with the message to send back as its choice's message."""
         try:
+            return self.answer(model, messages, tools, request)
+        finally:  # a replay that reached a recorded --resume begins again as that process began
+            self.begin_again_if_resumed()
+
+    def answer(self, model: str, messages: list[dict], tools: list | None, request: dict):
+        """create()'s reply: the request sent, its reply read, repaired and counted."""
+        try:
             self.keep_to_budget(model)
         except BudgetSpent:  # a replay passes the recording's stop here, if it had one
             getattr(self.inner, "budget_stopped", lambda: None)()
-            self.begin_again_if_resumed()
             raise
         if tools is not None:
             request["tools"] = tools
@@ -140,7 +146,6 @@ class Client:
                 self.window = e.window or self.window
             # the hint names each setting the way the person gave it (--base-url, or the variable)
             e.args = (worded(str(e), self.named), *e.args[1:])
-            self.begin_again_if_resumed()
             raise
         # The server's time alone, not the tools' or a debugger's; a replay has none.
         replayed = getattr(self.inner, "replaying", False)
@@ -164,7 +169,7 @@ class Client:
             say(f"agent: warning: {PROMPT_CUT}")
         # the reply as the server sent it, for the transcript where it was repaired
         sent = raw.choices[0].message.model_dump(mode="json", exclude_unset=True, warnings=False)
-        done = completion(
+        return completion(
             message,
             raw.choices[0].finish_reason,
             usage,
@@ -174,8 +179,6 @@ class Client:
             sent=sent,
             cost=self.costs[-1],
         )
-        self.begin_again_if_resumed()
-        return done
 
     def begin_again_if_resumed(self) -> None:
         """Where a replay reaches a recorded --resume (or a pause gone on from): begin again as
