@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from realworld import commands, transcripts, workspace
-from realworld.calls import ToolError, in_flight, parameters, taken_by
+from realworld.calls import ToolError, in_flight, parameters, required, taken_by
 from realworld.consent import ask, asks, terminal
 from realworld.guards import MAX_DEPTH, arguments_line, clip, nested_deeper, say, shorten
 
 
-def _function(name: str, description: str, **parameters: str) -> dict:
-    """One entry of TOOLS: a function whose parameters are all required strings."""
+def _function(name: str, description: str, optional: tuple = (), **parameters: str) -> dict:
+    """One entry of TOOLS: a function whose parameters are strings, required but the optional."""
     properties = {p: {"type": "string", "description": d} for p, d in parameters.items()}
-    schema = {"type": "object", "properties": properties, "required": list(parameters)}
+    required = [p for p in parameters if p not in optional]
+    schema = {"type": "object", "properties": properties, "required": required}
     return {
         "type": "function",
         "function": {"name": name, "description": description, "parameters": schema},
@@ -38,9 +39,13 @@ TOOLS = [
     ),
     _function(
         "write_file",
-        "Create or overwrite a text file in the workspace. Missing folders are created.",
+        "Create or overwrite a text file in the workspace. Missing folders are created. For a "
+        "small change to a file, prefer an edit: give old, the exact text to change, which must "
+        "stand in one place in the file, and content replaces just that text.",
+        optional=("old",),
         path="File path, relative to the workspace.",
-        content="The whole new content of the file.",
+        content="The whole new content of the file; with old, the text that replaces old.",
+        old="The exact text in the file to replace with content. Leave it out to write it whole.",
     ),
     _function(
         "run_shell",
@@ -60,10 +65,13 @@ def read_file(path: str, *, workdir: Path) -> str:
         return workspace.read_text(path, f)
 
 
-def write_file(path: str, content: str, *, workdir: Path) -> str:
-    """Write content to a file in the workspace, replacing it whole."""
+def write_file(path: str, content: str, old: str | None = None, *, workdir: Path) -> str:
+    """Write content to a file in the workspace, replacing it whole; given old, replace the one
+    place where old stands in the file with content (an edit)."""
     text, target = workspace.as_text(content), workspace.resolve(path, workdir)
     workspace.refuse_protected(path, target, workdir)  # configuration: docs/safety.md
+    if old is not None:  # the file as it is, old's one place replaced: nowhere or twice refuses
+        text = workspace.edited(path, target, workdir, old, text)
     # a new file beside the old one, renamed over it once whole, with the old one's owner and rights
     with workspace.replacing(path, target, workdir) as f:
         f.write(text)
@@ -157,12 +165,13 @@ def check_args(name: str, arguments: str, tools: list[Tool] = DEFAULT_TOOLS) -> 
         raise ToolError(f"arguments are not valid JSON: {shorten(args, 200)}")
     if not isinstance(args, dict):
         raise ToolError(f"arguments must be a JSON object, not {type(args).__name__}")
-    expected = parameters(tools)[name]
-    missing = [p for p in expected if p not in args]
+    expected, needed = parameters(tools)[name], required(tools)[name]
+    missing = [p for p in needed if p not in args]
     unexpected = [p for p in args if p not in expected]
     if missing or unexpected:
+        takes = [p if p in needed else f"{p} (optional)" for p in expected]
         raise ToolError(
-            f"{name} takes {', '.join(expected) or 'no arguments'}; missing: "
+            f"{name} takes {', '.join(takes) or 'no arguments'}; missing: "
             f"{', '.join(missing) or 'none'}; unexpected: {', '.join(unexpected) or 'none'}"
         )
     return args

@@ -17,12 +17,29 @@ def schemas(tools: list) -> list[dict]:
     return [tool.schema for tool in tools]
 
 
-def parameters(tools: list) -> dict[str, list[str]]:
-    """{tool name: its parameter names} of what tools show the model (Tools or their schemas)."""
-    shown = [getattr(t, "schema", t) for t in tools]  # a tools.Tool, or its schema
+class Parameters(list):
+    """A tool's parameter names, in order; optional: those a call may leave out (the schema's
+    "required" names the rest; all are required where it names none)."""
+
+    optional: tuple = ()
+
+
+def parameters(tools: list) -> dict[str, Parameters]:
+    """{tool name: its Parameters} of what tools show the model (Tools or their schemas)."""
+    found = {}
+    for tool in tools:
+        function = getattr(tool, "schema", tool)["function"]  # a tools.Tool, or its schema
+        schema = function.get("parameters", {})
+        found[function["name"]] = names = Parameters(schema.get("properties", {}))
+        names.optional = tuple(n for n in names if n not in schema.get("required", names))
+    return found
+
+
+def required(tools: list) -> dict[str, list[str]]:
+    """{tool name: the parameters a call must give}."""
     return {
-        s["function"]["name"]: list(s["function"].get("parameters", {}).get("properties", {}))
-        for s in shown
+        name: [p for p in names if p not in names.optional]
+        for name, names in parameters(tools).items()
     }
 
 

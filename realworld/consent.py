@@ -119,6 +119,14 @@ def ask_before(name: str, args: dict, from_text: bool) -> None:
     program's own tool, shown whole as consent() shows a command. Yes returns; anything else
     raises ToolError."""
     said = AS_TEXT if from_text else ""
+    if name == "write_file" and isinstance(args.get("path"), str) and args.get("old") is not None:
+        old, new = (as_text_of(args[key]) for key in ("old", "content"))
+        shown = [shown_command(t, *screen()) if t else "    (nothing)" for t in (old, new)]
+        answer(
+            f"\nIn {visible(args['path'])}, replace these {len(old)} characters:\n{shown[0]}\n"
+            f"with these {len(new)}:\n{shown[1]}\n\n{said}Make this edit? [y/N] "
+        )
+        return
     if name == "write_file" and isinstance(args.get("path"), str):
         text = as_text_of(args["content"])
         shown = shown_command(text, *screen()) if text else "    (nothing)"
@@ -129,6 +137,20 @@ def ask_before(name: str, args: dict, from_text: bool) -> None:
     answer(
         f"\n{shown_command(arguments, *screen())}\n\n{said}Run {visible(name)} with these? [y/N] "
     )
+
+
+def edit_shown(name: str, arguments: str) -> str | None:
+    """A write_file call that edits, as the page shows it: its path, then each line of old with
+    "- " before it and each of the new text with "+ "; None for any other call."""
+    try:
+        args = json.loads(arguments) if not nested_deeper(arguments) else None
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if name != "write_file" or not isinstance(args, dict) or args.get("old") is None:
+        return None
+    old, new = (as_text_of(args.get(key, "")).split("\n") for key in ("old", "content"))
+    lines = [f"- {line}" for line in old] + [f"+ {line}" for line in new]
+    return f"edit {args.get('path')}:\n" + "\n".join(lines)
 
 
 def as_text_of(content) -> str:

@@ -731,10 +731,12 @@ def literal(node):
 
 
 def fits(arguments: dict, wanted: list[str]) -> bool:
-    """Whether arguments are the tool's parameters, each given, none more, each a plain value
-    (the tools take strings; a number or a truth value is the model's meaning too)."""
+    """Whether arguments are the tool's parameters, each required one given (wanted.optional may
+    be left out: calls.Parameters), none more, each a plain value (the tools take strings; a
+    number or a truth value is the model's meaning too)."""
+    needed = {w for w in wanted if w not in getattr(wanted, "optional", ())}
     values = arguments.values()
-    return set(arguments) == set(wanted) and all(
+    return needed <= set(arguments) <= set(wanted) and all(
         isinstance(v, (str, int, float, bool)) for v in values
     )
 

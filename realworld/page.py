@@ -21,7 +21,7 @@ import re
 from datetime import datetime
 
 from realworld import dialects, pauses, replies, runs
-from realworld.consent import shown_command, written_as_text
+from realworld.consent import edit_shown, shown_command, written_as_text
 from realworld.guards import arguments_line, hide_secrets, shorten, visible
 from realworld.runs import Request
 
@@ -42,7 +42,8 @@ nav{position:sticky;top:0;background:#fff;padding:.4em 0;border-bottom:1px solid
 .bar-prompt{fill:#9bd}.bar-cached{fill:#5a8}.bar-completion{fill:#e96}.bar-latency{fill:#aaa}
 .total{fill:none;stroke:#333;stroke-width:1.5}.total-scale{text-anchor:end}.number{text-anchor:middle}
 .window{stroke:#c33;stroke-dasharray:4 2}span.prompt{color:#47a}span.cached{color:#386}
-span.completion{color:#c63}
+span.completion{color:#c63}.bar-money{fill:#b85}.bar-saved{fill:#dec}span.money{color:#a63}
+span.saved{color:#7a5}
 """
 
 SCRIPT = """
@@ -363,6 +364,8 @@ def call_and_result(call: dict, result: dict | None, inner: str = "") -> str:
         shown = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except (ValueError, TypeError, RecursionError):
         shown = arguments
+    # an edit as an edit: the old text and the new
+    shown = edit_shown(function.get("name"), arguments) or shown
     label = " (recovered from the text)" if written_as_text(call.get("id")) else ""
     parts = [f"<div class=call><b>→ {escape(function.get('name', '?'))}</b>{label}"]
     parts.append(f"<pre>{escape(shown)}</pre>{inner}")
@@ -608,7 +611,7 @@ def chart(requests: list[Request], window: int | None = None) -> str:
             if window
             else ""
         )
-        + f".</p>{latency_chart(steps)}"
+        + f".</p>{money_chart(requests)}{latency_chart(steps)}"
     )
 
 
@@ -631,6 +634,49 @@ def named(request: Request) -> str:
 def chart_width(steps: list[dict]) -> int:
     """Pixels: 12 a step, from 320 (room for the scales' words) to 1,000."""
     return max(320, min(1000, 12 * len(steps)))
+
+
+def money_chart(requests: list[Request]) -> str:
+    """Money per request (a helper's and a summary's too), each bar what it cost with what the
+    cache saved above it, on one scale; nothing where a request records no price."""
+    costs = [recorded_cost(r) for r in requests]
+    if not costs or not all(costs) or len({c["currency"] for c in costs}) > 1:
+        return ""
+    currency = costs[0]["currency"]
+    parts = [(money_drawn(c["amount"]), money_drawn(c["saved"])) for c in costs]
+    width, height = chart_width(parts), 80
+    bar, scale = width / len(parts), max(a + s for a, s in parts) or 1
+    shapes = []
+    for i, (amount, saved) in enumerate(parts):
+        y = height
+        for part, value, said in (("money", amount, "cost"), ("saved", saved, "the cache saved")):
+            h = value / scale * (height - 14)
+            y -= h
+            shapes.append(
+                f"<rect class=bar-{part} x={i * bar:.1f} y={y:.1f} width={max(bar - 2, 1):.1f} "
+                f"height={h:.1f}><title>{named(requests[i])}: {said} "
+                f"{escape(replies.money(value, currency))}</title></rect>"
+            )
+    top = escape(replies.money(scale, currency))
+    shapes.append(f"<line class=grid x1=0 y1=14 x2={width} y2=14></line>")
+    shapes.append(f"<text class=scale x=2 y=10>{top}</text>")
+    spent = escape(replies.money(sum(a for a, _ in parts), currency))
+    saved = escape(replies.money(sum(s for _, s in parts), currency))
+    return (
+        "<h2>Money per request</h2><svg role=img aria-label='money per request' "
+        f"viewBox='0 0 {width} {height}' width={width} height={height}>{''.join(shapes)}</svg>"
+        "<p class=meta>Each bar is one request, as in the chart above: <span class=money>what it "
+        "cost</span>, and above it <span class=saved>what the prefix cache saved</span>, on one "
+        f"scale whose top (the dashed line) is {top}. In all, {spent} spent and {saved} saved."
+        "</p>"
+    )
+
+
+def money_drawn(value) -> float:
+    """An amount as the chart draws it: 0 for anything but a finite number from 0 to a million."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0.0
+    return float(value) if 0 <= value <= 1e6 else 0.0
 
 
 def latency_chart(steps: list[dict]) -> str:

@@ -65,9 +65,19 @@ class RequestFailed(Exception):
 
 
 class BudgetSpent(RequestFailed):
-    """What was spent has reached the budget (--budget): the request was not sent."""
+    """The next request could pass the budget (--budget), its prompt and its reply at their
+    most: it was not sent."""
 
     status = "budget"
+
+
+class CapRefused(RequestFailed):
+    """The server refused the request's max_tokens as larger than it allows: most, the largest
+    it named; window, the context window it named the room from, or None."""
+
+    def __init__(self, text: str, most: int, window: int | None):
+        super().__init__(text)
+        self.most, self.window = most, window
 
 
 class ContextFull(RequestFailed):
@@ -92,11 +102,16 @@ class Client:
     its text as it comes. trace: print each request and the raw reply. tokens: each reply's
     token counts; costs: what each cost (cost_of()), None where no price is known. budget: the
     most its requests may spend, all of them (a helper's and a summary's too); None for no
-    limit."""
+    limit. Before each request keep_to_budget() bounds what it can cost at most, and caps its
+    reply (max_tokens) at what the money left buys."""
 
     def __init__(self, inner, stream: bool = False, trace: bool = False):
         self.inner, self.stream, self.trace, self.tokens = inner, stream, trace, []
         self.costs, self.budget = [], config.BUDGET
+        # what each request counts against the budget: its cost, or its most where the server
+        # said no usage; the requests counted, to bound the next one's prompt (prompt_bound())
+        self.charges, self.counted, self.stopped = [], [], False
+        self.most_output = None  # the largest max_tokens the server takes, once it has said it
         self.base_url = shown_url(str(getattr(inner, "base_url", "")))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
         # the last request's conversation, length and prompt tokens; warned yet
@@ -119,10 +134,12 @@ class Client:
     def answer(self, model: str, messages: list[dict], tools: list | None, request: dict):
         """create()'s reply: the request sent, its reply read, repaired and counted."""
         try:
-            self.keep_to_budget(model)
+            bound = self.keep_to_budget(model, messages, tools)
         except BudgetSpent:  # a replay passes the recording's stop here, if it had one
             getattr(self.inner, "budget_stopped", lambda: None)()
             raise
+        if bound and bound.reply is not None:  # the reply capped at what the money left buys
+            request["max_tokens"] = min(bound.reply, request.get("max_tokens") or bound.reply)
         if tools is not None:
             request["tools"] = tools
         if self.stream:
@@ -134,13 +151,7 @@ class Client:
         known = parameters(tools or [])
         started = time.monotonic()
         try:
-            raw = ask(
-                lambda: send(model=model, messages=messages, **request),
-                self.base_url,
-                model,
-                known,
-                quoting,
-            )
+            raw = self.send_within_cap(send, model, messages, request, known, quoting)
         except RequestFailed as e:
             if isinstance(e, ContextFull):  # the server's own window, for the next request to fit
                 self.window = e.window or self.window
@@ -153,6 +164,9 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
+        cap = request.get("max_tokens")
+        if bound and cap == bound.reply and raw.choices[0].finish_reason == "length":
+            say(f"agent: the budget left buys a reply of at most {cap} tokens; it was cut there")
         if getattr(raw, "as_recorded", False):  # a replay's message, repaired when it was recorded
             known = {}  # so nothing in its text is read as a call again: it runs what was shown
         message, repairs = reply_message(raw.choices[0].message, messages, known, quoting, self.ids)
@@ -160,6 +174,8 @@ class Client:
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
         self.costs.append(cost_of(self.tokens[-1], config.prices(model)))
+        self.charge(bound, request.get("max_tokens"), model)
+        self.count_prompt(bound, self.tokens[-1]["prompt"])
         size = estimate(messages, tools)  # a compaction makes it smaller, as the server's count
         self.ratio = counted_against_estimate(self.tokens[-1]["prompt"], size, self.ratio)
         # a conversation is its system prompt and tools: a subagent's or a handoff's is another
@@ -187,33 +203,106 @@ class Client:
         if resumed is not None:
             self.inner.resumed = None
             self.tokens, self.costs, self.last, self.ratio = [], [], (None, 0, 0, False), 1.0
+            self.charges, self.counted = [], []
             self.window = resumed or None
 
+    def send_within_cap(self, send, model, messages, request, known, quoting):
+        """ask() the server; where it refuses the reply's cap as larger than it allows, once more
+        with the largest it named, kept for the requests after."""
+        if self.most_output and "max_tokens" in request:
+            request["max_tokens"] = min(request["max_tokens"], self.most_output)
+        for attempt in range(2):
+            try:
+                return ask(
+                    lambda: send(model=model, messages=messages, **request),
+                    self.base_url,
+                    model,
+                    known,
+                    quoting,
+                    request.get("max_tokens") if attempt == 0 else None,
+                )
+            except CapRefused as e:
+                say(f"agent: the server takes max_tokens of at most {e.most}; asking again")
+                request["max_tokens"] = e.most
+                if e.window:  # vLLM's room is its window less the prompt: it shrinks as it grows
+                    self.window = e.window
+                else:
+                    self.most_output = e.most
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def spent(self) -> float:
-        """What the replies so far cost, where a price is known."""
-        return sum(cost["amount"] for cost in self.costs if cost)
+        """What the requests so far count against the budget: what each cost, where a price is
+        known, or its most where the server said no usage (charge())."""
+        return sum(self.charges)
 
     def spent_out(self) -> bool:
-        """Whether what was spent has reached the budget (none: never)."""
-        return self.budget is not None and self.spent() >= self.budget
+        """Whether this client's own budget stopped a request (not a replay's recorded stop)."""
+        return self.stopped
 
-    def keep_to_budget(self, model: str) -> None:
-        """Before a request: BudgetSpent if what was spent has reached the budget, or if the
-        budget cannot be kept, no price being known for model."""
+    def keep_to_budget(self, model: str, messages: list[dict], tools) -> "Bound | None":
+        """Before a request: the most its prompt and its reply may take (Bound), the reply's at
+        what the money left buys; None where there is no budget. BudgetSpent where even one
+        token of reply would pass the budget, or no price is known for model."""
         if self.budget is None:
-            return
+            return None
         prices = config.prices(model)
         if prices is None:
+            self.stopped = True
             raise BudgetSpent(config.no_price_for(model))
-        spent = self.spent()
-        if spent >= self.budget and not self.costs:
-            budget = money(self.budget, prices.currency)
-            raise BudgetSpent(f"the budget of {budget} buys no request; none was sent")
-        if spent >= self.budget:
-            raise BudgetSpent(
-                f"spent {money(spent, prices.currency)} of the budget of "
-                f"{money(self.budget, prices.currency)}; the next request was not sent"
-            )
+        prompt = self.prompt_bound(messages, tools)
+        left = self.budget - self.spent() - prompt * prices.input / 1_000_000
+        per_token = prices.output / 1_000_000
+        reply = math.floor(left / per_token) if per_token else None
+        if left < 0 or (reply is not None and reply < 1):
+            self.stopped = True
+            raise BudgetSpent(self.not_sent(prompt, prices))
+        if self.window:  # the server's own window: no reply is longer than what it leaves
+            room = max(1, self.window - round(estimate(messages, tools) * self.ratio))
+            reply = min(reply, room) if reply is not None else room
+        return Bound(prompt, reply, prompt_key(messages, tools))
+
+    def not_sent(self, prompt: int, prices) -> str:
+        """What a request the budget stopped says: what was spent, and what it could cost."""
+        budget = money(self.budget, prices.currency)
+        most = money(prompt * prices.input / 1_000_000, prices.currency)
+        why = f"its prompt could cost up to {most}, and leave nothing for a reply"
+        if not self.charges:
+            return f"the budget of {budget} buys no request: {why}; none was sent"
+        spent = money(self.spent(), prices.currency)
+        return f"spent {spent} of the budget of {budget}; the next request was not sent: {why}"
+
+    def prompt_bound(self, messages: list[dict], tools) -> int:
+        """The most prompt tokens a request can take: the server's count of an earlier request
+        this one begins with, and a token for each byte added since (a byte-level tokenizer
+        makes at most one; the JSON's keys and quotes outweigh a chat template's markers); a
+        token a byte of it all, where the server counted none of it."""
+        key = prompt_key(messages, tools)
+        counted = [
+            (tokens, size)
+            for size, digest, tokens in self.counted
+            if size <= key.size and hashlib.sha256(key.data[: size - 2]).digest() == digest
+        ]
+        tokens, size = max(counted, key=lambda c: c[1], default=(0, 0))
+        # more, where this server has counted more tokens than bytes (its ratio to bytes / 3)
+        return tokens + math.ceil((key.size - size) * max(1.0, self.ratio / BYTES_PER_TOKEN))
+
+    def count_prompt(self, bound: "Bound | None", prompt: int) -> None:
+        """Keep the server's count of this request's prompt, for the next one's bound (the last
+        few requests: a helper's and its parent's go on alternately)."""
+        if bound is None or prompt <= 0:
+            return
+        digest = hashlib.sha256(bound.key.data[: bound.key.size - 2]).digest()
+        self.counted = [*self.counted[-7:], (bound.key.size, digest, prompt)]
+
+    def charge(self, bound: "Bound | None", cap: int | None, model: str) -> None:
+        """Count this request against the budget: what it cost, or, where the server said no
+        usage, its most: its prompt bound at the cache-miss price and its whole cap."""
+        prices, cost = config.prices(model), self.costs[-1]
+        if self.tokens[-1]["prompt"] or bound is None or prices is None:
+            self.charges.append(cost["amount"] if cost else 0.0)
+            return
+        reply = max(cap or 0, self.tokens[-1]["completion"])
+        self.charges.append((bound.prompt * prices.input + reply * prices.output) / 1_000_000)
 
     def prompt_was_cut(self, conversation: tuple, size: int, prompt: int) -> bool:
         """Whether the server counted fewer prompt tokens than for the request before, though the
@@ -227,6 +316,30 @@ class Client:
         cut = 0 < prompt < last_prompt and not warned
         self.last = (conversation, size, prompt, warned or cut)
         return cut
+
+
+class Prompt(NamedTuple):
+    """A request's tools and messages as bytes (JSON), to find an earlier request it begins
+    with; size: their length."""
+
+    data: bytes
+    size: int
+
+
+def prompt_key(messages: list[dict], tools) -> Prompt:
+    """The Prompt of a request: an earlier one's, less its closing brackets, begins this one's
+    where this request only adds messages to it."""
+    data = json.dumps([tools or [], messages], ensure_ascii=False, default=str).encode()
+    return Prompt(data, len(data))
+
+
+class Bound(NamedTuple):
+    """The most a request may take: prompt tokens (prompt_bound()), and reply tokens (its
+    max_tokens; None: the prices make a reply free, no cap needed); key: its Prompt."""
+
+    prompt: int
+    reply: int | None
+    key: Prompt
 
 
 def counted_against_estimate(prompt: int, guess: int, ratio: float) -> float:
@@ -399,11 +512,12 @@ def is_loopback(url: str) -> bool:
 # --- One request: a whole reply, or one line that says why not -----------------------------------
 
 
-def ask(send, base_url: str, model: str, known: dict, quoting=()):
+def ask(send, base_url: str, model: str, known: dict, quoting=(), cap: int | None = None):
     """What send() (the one call to the model) returned, as one whole ChatCompletion;
     RequestFailed with one line in the provider's words if there is none. Asked again when
     the provider says that the model's output, not the request, was malformed (Groq's
-    tool_use_failed)."""
+    tool_use_failed). cap: the max_tokens sent; CapRefused where the server refused it and
+    named a smaller one."""
     import openai
 
     for attempt in range(OUTPUT_RETRIES + 1):
@@ -417,6 +531,8 @@ def ask(send, base_url: str, model: str, known: dict, quoting=()):
                     "asking again"
                 )
                 continue
+            if cap and (allowed := cap_allowed(e, cap)):
+                raise CapRefused(explain(e, base_url, model), *allowed) from None
             if context_full(e):
                 raise ContextFull(explain(e, base_url, model), window_of(e)) from None
             raise RequestFailed(explain(e, base_url, model)) from None
@@ -1084,6 +1200,31 @@ WINDOW = Pattern(
     rf"|should be \[\d+,\s*{COUNT}\]",  # DashScope: "Range of input length should be [1, N]"
     re.I,
 )
+
+
+# vLLM's refusal of a max_tokens larger than its window leaves: "'max_tokens' or
+# 'max_completion_tokens' is too large: 2000. This model's maximum context length is 4096 tokens
+# and your request has 3000 input tokens (2000 > 4096 - 3000)" (vllm/entrypoints/openai).
+ROOM = Pattern(r"\d+\s*>\s*(\d+)\s*-\s*(\d+)")
+
+
+def cap_allowed(error: Exception, cap: int) -> tuple[int, int | None] | None:
+    """Where a refusal (400, 422) names the request's max_tokens (or max_completion_tokens) and a
+    smaller number it allows: (that number, the window it is the room of, or None). vLLM's room
+    is its window less the prompt (ROOM); OpenAI's "supports at most 4096 completion tokens" and
+    DeepSeek's "the valid range of max_tokens is [1, 8192]" name the most: the largest number
+    below cap. None elsewhere."""
+    if getattr(error, "status_code", None) not in (400, 422):
+        return None
+    text, code = error_text(error)[:2_000], str(getattr(error, "status_code", ""))
+    if not re.search(r"max_(?:completion_)?tokens", text):
+        return None
+    if room := ROOM.search(text):
+        window, prompt = map(int, room.groups())
+        return (window - prompt, window) if 0 < window - prompt < cap else None
+    named = [int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text.replace(",", ""))]
+    below = [n for n in named if 0 < n < cap and str(n) != code]
+    return (max(below), None) if below else None
 
 
 def context_full(error: Exception) -> bool:

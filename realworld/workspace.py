@@ -94,6 +94,50 @@ def read_text(path: str, f) -> str:
     raise ToolError(f"{path} is a binary file ({size} bytes), not UTF-8 text")
 
 
+EDIT_MOST = 8 * 2**20  # bytes: a larger file is written whole, never read whole for an edit
+
+
+def edited(path: str, target: Path, workdir: Path, old, new: str) -> str:
+    """The file's text with the one place where old stands replaced by new (write_file's edit);
+    ToolError, and nothing written, where old is empty, stands nowhere or in more than one
+    place, or the file is no UTF-8 text. Where old stands nowhere as it is, its line ends are
+    read as the file's (a model writes a Windows file's \\r\\n as \\n, and the reverse)."""
+    if isinstance(old, (int, float)) and not isinstance(old, bool):
+        old = str(old)  # a small model's number for a number in the file
+    if not isinstance(old, str) or not old:
+        raise ToolError(
+            "old must be the exact text to replace, not empty; leave old out to write the whole "
+            "file"
+        )
+    if not target.exists():
+        raise ToolError(f"{path} does not exist, so old stands nowhere; leave old out to create it")
+    with open_regular(path, target, workdir) as f:
+        data = f.read(EDIT_MOST + 1)
+    if len(data) > EDIT_MOST:
+        raise ToolError(f"{path} is larger than {EDIT_MOST // 2**20} MiB, too large for an edit")
+    try:
+        text = data.decode("utf-8") if b"\0" not in data else None
+    except UnicodeDecodeError:
+        text = None
+    if text is None:
+        raise ToolError(f"{path} is a binary file, not UTF-8 text; an edit needs text")
+    if old not in text:
+        ends = "\r\n" if "\r\n" in text else "\n"
+        old, new = (t.replace("\r\n", "\n").replace("\n", ends) for t in (old, new))
+    first = text.find(old)
+    # a second place, overlapping the first too ("aa" stands twice in "aaa")
+    places = 0 if first < 0 else 1 if text.find(old, first + 1) < 0 else max(2, text.count(old))
+    if places != 1:
+        where = "nowhere" if not places else f"in {places} places"
+        hint = (
+            "read the file and give its text exactly"
+            if not places
+            else "give more of the text around it, so that old stands in one place"
+        )
+        raise ToolError(f"old stands {where} in {path}; nothing was written: {hint}")
+    return text.replace(old, new, 1)
+
+
 def refuse_protected(path: str, target: Path, workdir: Path) -> None:
     """ToolError for a file no tool call may write (realworld/protected.py): configuration (a .env,
     what is inside a .git folder), what would make a folder a repository, a folder."""

@@ -8,6 +8,7 @@ retries see it too.
 import contextlib
 import itertools
 import json
+import os
 import socket
 import threading
 import time
@@ -45,7 +46,8 @@ def call(name: str, arguments, id: str | None = "auto") -> dict:
 
 class Error:
     """An HTTP error reply; it stays at the head of the script, or is sent `times` times. body:
-    sent as it is (an object, a list or a str) instead of {"error": {"message": message}}."""
+    sent as it is (an object, a list or a str) instead of {"error": {"message": message}};
+    message may be a function of the request's body (an error that names what was asked)."""
 
     def __init__(self, status: int, message: str = "", body=None, times: int | None = None):
         self.status, self.message, self.body, self.times = status, message, body, times
@@ -123,8 +125,65 @@ def fragments(body: dict, size: int, same_index: bool) -> list[dict]:
             for p in args[1:]
         ]
     chunks.append(chunk(finish_reason=choice["finish_reason"]))
-    chunks.append(chunk(usage=body["usage"], choices=False))
+    chunks.append(chunk(usage=body.get("usage"), choices=False))
     return chunks
+
+
+class Honest:
+    """A reply whose usage the server counts from the request, as a real server does, and whose
+    reply stops at the request's max_tokens (finish_reason "length", its calls dropped, as
+    llama.cpp and vLLM cut a reply at its limit). Its tokenizer makes a token of every
+    BYTES_PER_TOKEN bytes of the request's JSON (fewer than any real one makes: the agent's
+    bound takes a token a byte) and MESSAGE_TOKENS more for each message, as a chat template
+    adds its markers; the prefix shared with an earlier request is cached, in blocks of
+    CACHE_BLOCK tokens, as DeepSeek's cache keeps it. usage=False sends no usage at all.
+    stream: sent as server-sent events, usage at the end."""
+
+    BYTES_PER_TOKEN, MESSAGE_TOKENS, CACHE_BLOCK = 3, 4, 64
+
+    def __init__(self, body: dict, usage: bool = True, stream: bool = False):
+        self.body, self.usage, self.stream = body, usage, stream
+
+    def answer(self, request: dict, earlier: list[dict]) -> dict:
+        """The reply to request (a body), with earlier requests' bodies for the cache."""
+        body = json.loads(json.dumps(self.body))
+        choice = body["choices"][0]
+        message = choice["message"]
+        made = self.tokens(json.dumps(message.get("content") or ""))
+        made += sum(self.tokens(json.dumps(c["function"])) for c in message.get("tool_calls") or [])
+        most = request.get("max_tokens") or request.get("max_completion_tokens")
+        if most is not None and made > most:
+            message["content"] = (message.get("content") or "")[: most * self.BYTES_PER_TOKEN]
+            message.pop("tool_calls", None)
+            choice["finish_reason"], made = "length", most
+        prompt, cached = self.prompt_tokens(request, earlier)
+        body["usage"] = {
+            "prompt_tokens": prompt,
+            "completion_tokens": made,
+            "total_tokens": prompt + made,
+            "prompt_cache_hit_tokens": cached,
+            "prompt_cache_miss_tokens": prompt - cached,
+        }
+        return body
+
+    def tokens(self, text: str) -> int:
+        return -(-len(text.encode()) // self.BYTES_PER_TOKEN)
+
+    def prompt_tokens(self, request: dict, earlier: list[dict]) -> tuple[int, int]:
+        """The request's prompt tokens, and how many of them the cache held."""
+        text = prompt_text(request)
+        prompt = self.tokens(text) + self.MESSAGE_TOKENS * len(request.get("messages") or [])
+        shared = max(
+            (len(os.path.commonprefix([text, prompt_text(e)])) for e in earlier),  # noqa: RUF071
+            default=0,
+        )
+        cached = self.tokens(text[:shared]) // self.CACHE_BLOCK * self.CACHE_BLOCK
+        return prompt, min(cached, prompt)
+
+
+def prompt_text(request: dict) -> str:
+    """What a server tokenizes of a request: its tools, then its messages."""
+    return json.dumps([request.get("tools") or [], request.get("messages") or []])
 
 
 class Raw:
@@ -202,6 +261,7 @@ class ScriptedServer:
         self.respond, self.lenient = respond, lenient
         self.script: list = []
         self.requests: list[dict] = []
+        self.sent: list[dict] = []  # the usage each Honest reply counted
         self.closing = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = False  # so that close() waits for every request's thread
@@ -271,14 +331,26 @@ class ScriptedServer:
                         head.times -= 1
                         if head.times <= 0:
                             server.script.pop(0)
+                    message = head.message
+                    if callable(message):
+                        message = message(server.requests[-1]["body"])
                     body = (
                         head.body
                         if head.body is not None
-                        else {"error": {"message": head.message, "type": "test_error"}}
+                        else {"error": {"message": message, "type": "test_error"}}
                     )
                     # keep the SDK's retries fast
                     return self._send(head.status, body, {"retry-after-ms": "1"})
                 server.script.pop(0)
+                if isinstance(head, Honest):
+                    earlier = [r["body"] for r in server.requests[:-1]]
+                    stream, usage = head.stream, head.usage
+                    head = head.answer(server.requests[-1]["body"], earlier)
+                    server.sent.append(head["usage"])  # what it counted, sent or not
+                    if not usage:
+                        head.pop("usage")
+                    if stream:
+                        head = Stream(head)
                 if isinstance(head, Stream):
                     return self._stream(head)
                 if isinstance(head, Trickle):

@@ -105,7 +105,7 @@ def test_lesson_02_a_tool_error_is_a_result_and_the_model_corrects(tmp_path):
     done, events = replay(tmp_path, ROOT / "examples" / "lesson-02.jsonl")
     assert done.returncode == 0
     assert results(events)[0][1:] == (
-        "error: write_file takes path, content; missing: content; unexpected: text",
+        "error: write_file takes path, content, old (optional); missing: content; unexpected: text",
         False,
     )
     assert (tmp_path / "work" / "greeting.txt").read_text() == "hello\n"
@@ -131,6 +131,11 @@ def test_lesson_04_two_calls_in_one_reply_are_answered_in_order(tmp_path):
     ids = [c["id"] for c in first["message"]["tool_calls"]]
     assert [e["call_id"] for e in events if e["type"] == "tool/result"] == ids and len(ids) == 2
     assert done.returncode == 0
+    # the second call is an edit of what the first wrote: it works only in this order (issue #45)
+    assert json.loads(first["message"]["tool_calls"][1]["function"]["arguments"])["old"] == "hello"
+    assert (tmp_path / "work" / "hello.txt").read_text() == "hello, world\n"
+    html = (ROOT / "docs" / "lessons" / "lesson-04.html").read_text(encoding="utf-8")
+    assert "edit hello.txt:\n- hello\n+ hello, world" in html
 
 
 def test_lesson_05_reasoning_content_is_kept_in_every_message_sent_back(tmp_path):

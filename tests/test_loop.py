@@ -284,7 +284,9 @@ def test_unknown_tool_lists_the_valid_names(loop, server):
 
 def test_missing_and_unexpected_parameters_name_the_expected_ones(loop, server):
     content = run_one_call(loop, server, call("write_file", {"path": "a", "text": "x"}))
-    assert content == "error: write_file takes path, content; missing: content; unexpected: text"
+    assert content == (
+        "error: write_file takes path, content, old (optional); missing: content; unexpected: text"
+    )
 
 
 def test_exception_in_a_tool_is_told_as_type_and_message(loop, server):

@@ -136,30 +136,31 @@ def test_a_model_with_no_known_price_shows_tokens_alone(loop, server):
 
 
 @posix_only
-def test_the_budget_stops_the_run_before_the_first_request_past_it(agent, server):
+def test_the_budget_stops_the_run_before_a_request_that_could_pass_it(agent, server):
     server.add(
         reply(
             tool_calls=[call("write_file", {"path": "a.txt", "content": "A"}, "w1")],
             usage=DEEPSEEK_USAGE,
         ),
-        reply(
-            tool_calls=[call("write_file", {"path": "b.txt", "content": "B"}, "w2")],
-            usage=DEEPSEEK_USAGE,
-        ),
         reply("never sent", usage=DEEPSEEK_USAGE),
     )
-    done = agent("--yes", "--budget", "0.5", "write two files", env=priced())
+    done = agent("--yes", "--budget", "0.5", "write a file", env=priced())
     assert done.returncode == 3, done.stderr
-    # 0.48 after the first request: under 0.5, the second is sent; 0.96 after it: no third
-    assert len(server.requests) == 2
-    assert "stopped: spent 0.96 EUR of the budget of 0.50 EUR; the next request was not sent\n" in (
-        done.stderr
+    # 0.48 after the first request; the next one's prompt is the server's 1,000,000 tokens and
+    # what was added since, at 1.0 a million not cached: more than the 0.02 left, so not sent
+    assert len(server.requests) == 1
+    said = (
+        "spent 0.48 EUR of the budget of 0.50 EUR; the next request was not sent: its prompt "
+        "could cost up to 1.00 EUR, and leave nothing for a reply"
     )
-    assert (agent.workdir / "b.txt").read_text() == "B"  # the reply's calls were answered
+    assert f"stopped: {said}\n" in done.stderr
+    assert (agent.workdir / "a.txt").read_text() == "A"  # the reply's calls were answered
     events = events_of(done.transcript)
-    said = "spent 0.96 EUR of the budget of 0.50 EUR; the next request was not sent"
     assert events[-1] == {**events[-1], "type": "turn/end", "status": "budget", "error": said}
     assert f"[turn ended: budget: {said}]" in page.shown(events, SYSTEM_PROMPT)
+    # the reply was capped at what the money left bought: (0.5 - its prompt) / 2.0 a million
+    cap = server.requests[0]["body"]["max_tokens"]
+    assert 240_000 < cap < 250_000
 
 
 def test_the_budget_comes_from_the_environment_too(agent, server):
@@ -191,14 +192,15 @@ def test_a_malformed_price_is_one_line_at_the_start(agent, server, settings, sai
 
 
 def test_run_from_python_takes_a_budget(loop, server):
-    write = [call("write_file", {"path": "a.txt", "content": "A"}, f"w{n}") for n in (1, 2)]
-    server.add(reply(tool_calls=[write[0]]), reply(tool_calls=[write[1]]), reply("never sent"))
-    # deepseek-flash: 10 prompt tokens and 5 out cost 0.000009 USD; two of them pass 0.00001
-    ran = loop("write a.txt twice", model="deepseek-flash", budget=0.00001)
-    assert ran.status == "budget" and len(server.requests) == 2
-    assert ran.text == (
-        "spent 0.000018 USD of the budget of 0.00001 USD; the next request was not sent"
-    )
+    server.add(reply("hi"), reply("never sent"))
+    # deepseek-flash: the first prompt, at most a token a byte (about 1,500) at 0.3 a million,
+    # leaves about 0.00055 of 0.001 for the reply: some 450 tokens at 1.2 a million
+    ran = loop("say hi", model="deepseek-flash", budget=0.001)
+    assert ran.status == "answered" and len(server.requests) == 1
+    assert 300 < server.requests[0]["body"]["max_tokens"] < 600
+    none = loop("say hi", model="deepseek-flash", budget=0.0001)
+    assert none.status == "budget" and len(server.requests) == 1
+    assert none.text.startswith("the budget of 0.0001 USD buys no request: its prompt could cost")
 
 
 def test_run_from_python_refuses_a_budget_it_cannot_price_before_sending_anything(loop, server):
@@ -211,20 +213,21 @@ def test_run_from_python_refuses_a_budget_it_cannot_price_before_sending_anythin
 
 @posix_only
 def test_a_summarys_request_counts_against_the_budget(agent, server):
-    usage = {"prompt_tokens": 100_000, "completion_tokens": 0, "total_tokens": 100_000}
+    usage = {"prompt_tokens": 1_000, "completion_tokens": 0, "total_tokens": 1_000}
     server.add(
-        reply("The first answer.", usage=usage),  # 0.1
-        reply("The person asked a first question.", usage=usage),  # the summary: 0.1 more
+        reply("The first answer.", usage=usage),  # 0.001
+        reply("The person asked a first question.", usage=usage),  # the summary: 0.001 more
         reply("never sent"),
     )
+    # the summary's prompt is a conversation of its own: a token a byte, about 1,000 of them
     done = agent(
-        "--yes", "--budget", "0.15", terminal="first\n/compact\nsecond\nexit\n", env=priced()
+        "--yes", "--budget", "0.0025", terminal="first\n/compact\nsecond\nexit\n", env=priced()
     )
     assert len(server.requests) == 2, done.stderr
-    assert "stopped: spent 0.20 EUR of the budget of 0.15 EUR" in done.stderr
+    assert "stopped: spent 0.002 EUR of the budget of 0.0025 EUR; the next request" in done.stderr
     summary = [e for e in replies_of(done.transcript) if "under" in e]
-    assert summary[0]["cost"]["amount"] == 0.1
-    assert "total: 200000 prompt tokens (0 cached), 0 completion tokens, 0.20 EUR\n" in done.stderr
+    assert summary[0]["cost"]["amount"] == 0.001
+    assert "total: 2000 prompt tokens (0 cached), 0 completion tokens, 0.002 EUR\n" in done.stderr
 
 
 def test_the_lessons_price_list_names_the_page_it_was_read_from():
@@ -256,7 +259,7 @@ def test_a_spent_budget_ends_the_session_with_one_line(agent):
     lesson = str(ROOT / "examples" / "lesson-11.jsonl")
     done = agent("--model", "deepseek-flash", "--budget", "0.00015", "--replay", lesson)
     assert done.returncode == 3, done.stderr
-    assert done.stderr.count("stopped: spent ") == 1, done.stderr
+    assert done.stderr.count("stopped: the budget of 0.00015 USD buys no request") == 1
     assert "And how many characters?" not in done.stderr
 
 
@@ -305,7 +308,8 @@ def test_lesson_10s_lines_add_up_to_its_total_the_summarys_request_on_one_of_its
 def test_a_budget_of_nothing_says_no_request_was_sent(agent, server):
     done = agent("--budget", "0", "--model", "deepseek-flash", "go")
     assert done.returncode == 3 and not server.requests
-    assert "the budget of 0.00 USD buys no request; none was sent" in done.stderr
+    said = "the budget of 0.00 USD buys no request: its prompt could cost up to 0.000"
+    assert said in done.stderr and done.stderr.endswith("; none was sent\n")
     assert "spent" not in done.stderr
 
 
@@ -319,3 +323,57 @@ def test_at_the_prompt_each_task_says_its_cost_and_the_sessions_and_slash_cost_a
     assert done.stderr.count(f"cost: this task {task}; the session {task}\n") == 1
     assert done.stderr.count(f"cost: this task {task}; the session {session}\n") == 1
     assert done.stderr.count(f"cost: the session {session}\n") == 1  # /cost
+
+
+def replayed_page(tmp_path, lesson: str) -> tuple[str, list[dict]]:
+    """The page of a lesson replayed at deepseek-flash's prices, and the replay's events."""
+    transcript = tmp_path / "t.jsonl"
+    options = ["--yes", "--model", "deepseek-flash", "--workdir", str(tmp_path / "work")]
+    options += ["--transcript", str(transcript)]
+    done = subprocess.run(
+        [sys.executable, str(AGENT), "--replay", str(ROOT / "examples" / lesson), *options],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    events = events_of(transcript)
+    return page.page(events, SYSTEM_PROMPT), events
+
+
+def test_lesson_10s_lines_on_the_page_add_up_to_its_total(tmp_path):
+    html, _ = replayed_page(tmp_path, "lesson-10.jsonl")
+    said = r"(\d+) prompt tokens \((\d+) cached\), (\d+) completion tokens, ([\d.]+) USD"
+    total, *lines = re.findall(said, html)
+    assert len(lines) == 6  # five steps of its own and the summary's request
+    for column in range(3):
+        assert sum(int(line[column]) for line in lines) == int(total[column])
+    assert sum(float(line[3]) for line in lines) == pytest.approx(float(total[3]), abs=2e-6)
+
+
+def test_the_pages_money_chart_has_a_bar_a_request_on_one_scale(tmp_path):
+    html, events = replayed_page(tmp_path, "lesson-10.jsonl")
+    costs = [e["cost"] for e in events if e["type"] == "assistant/message"]
+    chart = html[html.index("<h2>Money per request</h2>") :]
+    chart = chart[: chart.index("</p>")]
+    spent = re.findall(r"class=bar-money x=[\d.]+ y=([\d.]+) width=[\d.]+ height=([\d.]+)", chart)
+    saved = re.findall(r"class=bar-saved x=[\d.]+ y=[\d.]+ width=[\d.]+ height=([\d.]+)", chart)
+    assert len(spent) == len(saved) == len(costs) == 6
+    # the heights are the amounts on one scale, whose top is the largest bar, cost and saving
+    top = max(c["amount"] + c["saved"] for c in costs)
+    for (_, height), cost in zip(spent, costs, strict=True):
+        assert float(height) == pytest.approx(cost["amount"] / top * 66, abs=0.06)
+    titles = re.findall(r": cost ([\d.]+) USD</title>", chart)
+    assert titles == [replies.money(c["amount"], "").strip() for c in costs]
+    assert f"whose top (the dashed line) is {replies.money(top, 'USD')}" in chart
+    assert f"In all, {replies.money(sum(c['amount'] for c in costs), 'USD')} spent" in chart
+
+
+def test_no_money_chart_where_a_request_records_no_price():
+    events = events_of(ROOT / "examples" / "lesson-01.jsonl")
+    assert "Money per request" in page.page(events, SYSTEM_PROMPT)
+    last = max(i for i, e in enumerate(events) if e["type"] == "assistant/message")
+    del events[last]["cost"]  # one request of a price unknown: no chart of a part of them
+    html = page.page(events, SYSTEM_PROMPT)
+    assert "Tokens per request" in html and "Money per request" not in html

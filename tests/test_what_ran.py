@@ -113,7 +113,7 @@ WHERE = {
     # an approved call, run where a paused run goes on: go_on() has the result (the line after
     # its else: branch)
     "after an approved call, in go_on()": ("go_on", "result, ok = consent.declined(", AGENT, 1),
-    "in the tool": ("write_file", '"""Write content to a file in the workspace', TOOLS, 1),
+    "in the tool": ("write_file", '"""Write content to a file in the workspace', TOOLS, 2),
 }
 
 
