@@ -148,9 +148,10 @@ def edit_shown(name: str, arguments: str) -> str | None:
         return None
     if name != "write_file" or not isinstance(args, dict) or args.get("old") is None:
         return None
-    old, new = (as_text_of(args.get(key, "")).split("\n") for key in ("old", "content"))
+    # every character a terminal or a page would draw as nothing, or over another, an escape
+    old, new = (visible(as_text_of(args.get(key, ""))).split("\n") for key in ("old", "content"))
     lines = [f"- {line}" for line in old] + [f"+ {line}" for line in new]
-    return f"edit {args.get('path')}:\n" + "\n".join(lines)
+    return f"edit {visible(str(args.get('path')))}:\n" + "\n".join(lines)
 
 
 def as_text_of(content) -> str:

@@ -165,7 +165,7 @@ class Client:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
         cap = request.get("max_tokens")
-        if bound and cap == bound.reply and raw.choices[0].finish_reason == "length":
+        if bound and cap == bound.affordable and raw.choices[0].finish_reason == "length":
             say(f"agent: the budget left buys a reply of at most {cap} tokens; it was cut there")
         if getattr(raw, "as_recorded", False):  # a replay's message, repaired when it was recorded
             known = {}  # so nothing in its text is read as a call again: it runs what was shown
@@ -256,10 +256,11 @@ class Client:
         if left < 0 or (reply is not None and reply < 1):
             self.stopped = True
             raise BudgetSpent(self.not_sent(prompt, prices))
+        affordable = reply
         if self.window:  # the server's own window: no reply is longer than what it leaves
             room = max(1, self.window - round(estimate(messages, tools) * self.ratio))
             reply = min(reply, room) if reply is not None else room
-        return Bound(prompt, reply, prompt_key(messages, tools))
+        return Bound(prompt, reply, prompt_key(messages, tools), affordable)
 
     def not_sent(self, prompt: int, prices) -> str:
         """What a request the budget stopped says: what was spent, and what it could cost."""
@@ -335,11 +336,13 @@ def prompt_key(messages: list[dict], tools) -> Prompt:
 
 class Bound(NamedTuple):
     """The most a request may take: prompt tokens (prompt_bound()), and reply tokens (its
-    max_tokens; None: the prices make a reply free, no cap needed); key: its Prompt."""
+    max_tokens; None: the prices make a reply free and no window is known, no cap needed); key:
+    its Prompt; affordable: the reply tokens the money left buys (None: any number)."""
 
     prompt: int
     reply: int | None
     key: Prompt
+    affordable: int | None
 
 
 def counted_against_estimate(prompt: int, guess: int, ratio: float) -> float:

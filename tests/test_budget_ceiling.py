@@ -197,3 +197,14 @@ def test_the_stop_line_says_what_was_spent_by_the_servers_counts(loop, honest):
     spent = replies.money(billed(honest), "USD")
     assert ran.status == "budget" and ran.text.startswith(f"spent {spent} of the budget of ")
     assert "the next request was not sent: its prompt could cost up to " in ran.text
+
+
+def test_a_reply_cut_at_the_budgets_cap_says_the_budget_bought_no_more(loop, honest):
+    honest.add(Honest(reply("A long answer. " * 300)))  # some 1,500 tokens; the cap buys fewer
+    ran = loop("go", model="deepseek-flash", budget=0.001)
+    cap = honest.requests[0]["body"]["max_tokens"]
+    assert ran.status == "length" and cap < 1_000
+    assert f"agent: the budget left buys a reply of at most {cap} tokens; it was cut there" in (
+        ran.stderr
+    )
+    assert billed(honest) <= 0.001

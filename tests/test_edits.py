@@ -186,6 +186,11 @@ def test_the_page_shows_an_edit_as_the_old_lines_and_the_new():
     assert "- b = 2\n+ b = 3" in html
     whole = json.dumps({"path": "app.py", "content": "b = 3"})
     assert consent.edit_shown("write_file", whole) is None
+    # what would draw over another line, or as nothing, is an escape: a \r, a bidi override
+    hidden = json.dumps({"path": "a\u202e.py", "content": "x = 1\rx = 2", "old": "y\x1b[2K"})
+    assert consent.edit_shown("write_file", hidden) == (
+        "edit a\\u202e.py:\n- y\\x1b[2K\n+ x = 1\\rx = 2"
+    )
 
 
 @posix_only
@@ -227,3 +232,12 @@ def test_an_edit_through_the_loop_reaches_the_model_as_its_result(loop, server):
     assert server.messages(1)[-1]["content"].startswith("error: old stands nowhere in app.py")
     assert server.messages(2)[-1]["content"].startswith("wrote ")
     assert (loop.workdir / "app.py").read_text() == APP.replace("sum(xs)", "prod(xs)")
+
+
+def test_a_file_past_the_edit_bound_is_refused_without_being_read_whole(workspace):
+    from realworld.workspace import EDIT_MOST
+
+    (workspace / "big.txt").write_bytes(b"a = 1\n" + b"x" * EDIT_MOST)
+    with pytest.raises(ToolError, match="too large for an edit"):
+        edit(workspace, "a = 1", "a = 2", "big.txt")
+    assert (workspace / "big.txt").read_bytes().startswith(b"a = 1\n")
