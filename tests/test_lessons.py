@@ -242,9 +242,9 @@ def test_lesson_11_each_step_says_what_it_cost_and_what_the_prefix_cache_saved(t
     shares = [
         int(share) for share in re.findall(r"the cache saved [\d.]+ USD, (\d+)%", "".join(said))
     ]
-    assert shares == sorted(shares) and shares[0] >= 50 and shares[-1] >= 75  # it grows
+    assert shares == sorted(shares) and shares[0] >= 45 and shares[-1] >= 75  # it grows
     assert (
-        "\ntotal: 2104 prompt tokens (1728 cached), 123 completion tokens, 0.000271 USD (the "
+        "\ntotal: 2424 prompt tokens (2048 cached), 123 completion tokens, 0.000273 USD (the "
         in done.stderr
     )
     replayed = [e["cost"] for e in events if e["type"] == "assistant/message"]

@@ -435,10 +435,10 @@ def test_lesson_11s_page_says_what_each_step_cost_and_what_the_cache_saved():
     for step in steps:
         said = replies.describe_tokens(replies.count_tokens(step["usage"]), step["cost"])
         assert f"; {said}; " in shown
-    assert "(the cache saved 0.000113 USD, 53%)" in shown
-    assert "(the cache saved 0.000151 USD, 77%)" in shown
-    total = "2104 prompt tokens (1728 cached), 123 completion tokens, 0.000271 USD"
-    assert f"; {total} (the cache saved 0.000508 USD, 65%)</p>" in shown
+    assert "(the cache saved 0.000113 USD, 48%)" in shown
+    assert "(the cache saved 0.000188 USD, 86%)" in shown
+    total = "2424 prompt tokens (2048 cached), 123 completion tokens, 0.000273 USD"
+    assert f"; {total} (the cache saved 0.000602 USD, 69%)</p>" in shown
 
 
 def test_a_text_that_begins_with_a_newline_shows_it(tmp_path, loop, server, chromium):
