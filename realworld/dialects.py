@@ -604,7 +604,13 @@ def parameters_after(text: str, name: re.Match, wanted: list[str]):
         if 'string="false"' in (p.group("attrs") or ""):  # DSML marks a value that is not text
             value = (json_at(value.strip(), 0) or [value])[0]
         arguments[key.strip()] = value
+    if LEFT_OVER.match(text, at):  # a closing tag no parameter opened: a value held a parameter's
+        return None  # opening tag, and which of its text is value and which is markup is a guess
     return (arguments, head(text, name), at) if arguments else None
+
+
+# A parameter's closing tag after the last parameter read: no parameter is open there
+LEFT_OVER = Pattern(r"(?:\s|\\n)*</(?:[^<>\s]{0,40}?)(?:parameter|param|argument|arg|arg_value)>")
 
 
 def true_end(text: str, p: re.Match, wanted: list[str]):
@@ -732,12 +738,13 @@ def literal(node):
 
 def fits(arguments: dict, wanted: list[str]) -> bool:
     """Whether arguments are the tool's parameters, each required one given (wanted.optional may
-    be left out: calls.Parameters), none more, each a plain value (the tools take strings; a
-    number or a truth value is the model's meaning too)."""
-    needed = {w for w in wanted if w not in getattr(wanted, "optional", ())}
-    values = arguments.values()
+    be left out, or null: calls.Parameters), none more, each a plain value (the tools take
+    strings; a number or a truth value is the model's meaning too)."""
+    optional = getattr(wanted, "optional", ())
+    needed = {w for w in wanted if w not in optional}
     return needed <= set(arguments) <= set(wanted) and all(
-        isinstance(v, (str, int, float, bool)) for v in values
+        isinstance(v, (str, int, float, bool)) or (v is None and k in optional)  # null: not given
+        for k, v in arguments.items()
     )
 
 

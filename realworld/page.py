@@ -767,6 +767,11 @@ def shown_event(event: dict, system_prompt: str, request: Request | None, took=N
         for call in message.get("tool_calls", []):
             as_text = " [written as text]" if written_as_text(call.get("id")) else ""
             function = call["function"]
+            if edit := edit_shown(function["name"], function["arguments"]):  # the old and the new
+                lines = [shorten(line, 300) for line in edit.split("\n")]
+                lines = lines if len(lines) <= 13 else [*lines[:12], f"[{len(lines) - 12} more]"]
+                yield "  → write_file, " + "\n      ".join(lines) + as_text
+                continue
             yield f"  → {function['name']}({arguments_line(function['arguments'], 300)}){as_text}"
     elif kind == "tool/result":
         time = f" · {drawn(took):,} ms" if took is not None else ""

@@ -100,14 +100,14 @@ EDIT_MOST = 8 * 2**20  # bytes: a larger file is written whole, never read whole
 def edited(path: str, target: Path, workdir: Path, old, new: str) -> str:
     """The file's text with the one place where old stands replaced by new (write_file's edit);
     ToolError, and nothing written, where old is empty, stands nowhere or in more than one
-    place, or the file is no UTF-8 text. Where old stands nowhere as it is, its line ends are
-    read as the file's (a model writes a Windows file's \\r\\n as \\n, and the reverse)."""
-    if isinstance(old, (int, float)) and not isinstance(old, bool):
-        old = str(old)  # a small model's number for a number in the file
-    if not isinstance(old, str) or not old:
+    place, or the file is no UTF-8 text. In a file of one kind of line end, the model's line
+    ends are read as the file's (a model writes a Windows file's \\r\\n as \\n, and the
+    reverse), in old and in new."""
+    if not isinstance(old, str):
+        raise ToolError(f"old must be a string, not {type(old).__name__}")
+    if not old:
         raise ToolError(
-            "old must be the exact text to replace, not empty; leave old out to write the whole "
-            "file"
+            "old must be the exact text to replace, not empty; leave old out to write it whole"
         )
     if not target.exists():
         raise ToolError(f"{path} does not exist, so old stands nowhere; leave old out to create it")
@@ -121,14 +121,13 @@ def edited(path: str, target: Path, workdir: Path, old, new: str) -> str:
         text = None
     if text is None:
         raise ToolError(f"{path} is a binary file, not UTF-8 text; an edit needs text")
-    if old not in text:
-        ends = "\r\n" if "\r\n" in text else "\n"
-        old, new = (t.replace("\r\n", "\n").replace("\n", ends) for t in (old, new))
-    first = text.find(old)
-    # a second place, overlapping the first too ("aa" stands twice in "aaa")
-    places = 0 if first < 0 else 1 if text.find(old, first + 1) < 0 else max(2, text.count(old))
+    if ends := line_ends(text):  # one kind throughout: the edit keeps it
+        old = old if old in text else with_ends(old, ends)
+        new = with_ends(new, ends)
+    places = count_places(text, old)
     if places != 1:
         where = "nowhere" if not places else f"in {places} places"
+        where = "in more than 100 places" if places > 100 else where
         hint = (
             "read the file and give its text exactly"
             if not places
@@ -136,6 +135,27 @@ def edited(path: str, target: Path, workdir: Path, old, new: str) -> str:
         )
         raise ToolError(f"old stands {where} in {path}; nothing was written: {hint}")
     return text.replace(old, new, 1)
+
+
+def line_ends(text: str) -> str | None:
+    """The file's line end where every line ends so: "\\r\\n" or "\\n"; None where it has
+    both, or no line end."""
+    lines, crlf = text.count("\n"), text.count("\r\n")
+    return None if not lines or 0 < crlf < lines else "\r\n" if crlf else "\n"
+
+
+def with_ends(text: str, ends: str) -> str:
+    """text with each of its line ends as ends."""
+    return text.replace("\r\n", "\n").replace("\n", ends)
+
+
+def count_places(text: str, old: str, most: int = 100) -> int:
+    """How many places old stands in text, overlapping ones too ("aa" twice in "aaa"), counted
+    to most + 1."""
+    places, at = 0, text.find(old)
+    while at >= 0 and places <= most:
+        places, at = places + 1, text.find(old, at + 1)
+    return places
 
 
 def refuse_protected(path: str, target: Path, workdir: Path) -> None:

@@ -50,11 +50,14 @@ def test_old_that_stands_nowhere_or_twice_writes_nothing_and_says_how_many(works
     assert os.stat(workspace / "app.py").st_mtime_ns == before.st_mtime_ns
 
 
-def test_overlapping_places_are_more_than_one(workspace):
-    (workspace / "a.txt").write_text("aaa")
-    with pytest.raises(ToolError, match=r"old stands in 2 places in a\.txt"):
+def test_overlapping_places_are_more_than_one_and_each_is_counted(workspace):
+    (workspace / "a.txt").write_text("aaaa")
+    with pytest.raises(ToolError, match=r"old stands in 3 places in a\.txt"):
         edit(workspace, "aa", "b", "a.txt")
-    assert (workspace / "a.txt").read_text() == "aaa"
+    assert (workspace / "a.txt").read_text() == "aaaa"
+    (workspace / "many.txt").write_text("x" * 100_000)
+    with pytest.raises(ToolError, match="old stands in more than 100 places"):
+        edit(workspace, "x", "y", "many.txt")
 
 
 def test_an_empty_old_is_refused_never_read_as_the_whole_file(workspace):
@@ -70,10 +73,19 @@ def test_a_null_old_is_no_old_the_whole_file_is_written(workspace):
     assert (workspace / "app.py").read_text() == "print(1)\n"
 
 
-def test_a_number_for_old_is_the_number_written_out(workspace):
+@pytest.mark.parametrize(
+    "old, said",
+    [
+        (10, "old must be a string, not int"),  # as content must be (as_text())
+        (True, "old must be a string, not bool"),
+        ({"a": 1}, "old must be a string, not dict"),
+    ],
+)
+def test_an_old_that_is_no_string_is_refused_saying_so(workspace, old, said):
     (workspace / "n.txt").write_text("limit = 10\n")
-    edit(workspace, 10, "20", "n.txt")
-    assert (workspace / "n.txt").read_text() == "limit = 20\n"
+    with pytest.raises(ToolError, match=said):
+        edit(workspace, old, "20", "n.txt")
+    assert (workspace / "n.txt").read_text() == "limit = 10\n"
 
 
 def test_an_edit_of_a_file_that_does_not_exist_says_how_to_create_it(workspace):
@@ -93,8 +105,14 @@ def test_an_edit_of_a_file_that_does_not_exist_says_how_to_create_it(workspace):
         (b"a = 1\nb = 2\n", "a = 1\r\nb = 2", "a = 1\r\nb = 3", b"a = 1\nb = 3\n"),
         # a byte-order mark stays where it is
         ("\ufeffa = 1\n".encode(), "a = 1", "a = 2", "\ufeffa = 2\n".encode()),
+        # the new text takes the file's line ends whether old matched as written or not
+        (b"a = 1\r\nb = 2\r\n", "a = 1", "a = 1\nc = 3", b"a = 1\r\nc = 3\r\nb = 2\r\n"),
+        (b"a\r\nb\r\n", "a\r\nb", "A\nB", b"A\r\nB\r\n"),
+        (b"a = 1\nb = 2\n", "a = 1", "a = 1\r\nc = 3", b"a = 1\nc = 3\nb = 2\n"),
+        # a file of both kinds keeps what the model wrote: which kind it meant is a guess
+        (b"a\r\nb\nc\n", "b\n", "B\r\n", b"a\r\nB\r\nc\n"),
     ],
-    ids=["crlf-file", "lf-file", "bom"],
+    ids=["crlf-file", "lf-file", "bom", "crlf-new", "crlf-exact", "lf-new", "mixed"],
 )
 def test_an_edit_reads_the_models_line_ends_as_the_files(workspace, data, old, content, after):
     (workspace / "w.txt").write_bytes(data)
@@ -156,15 +174,19 @@ def test_a_call_without_content_or_with_another_name_says_what_write_file_takes(
         "<tool_call>\n<function=write_file>\n<parameter=path>\na.txt\n</parameter>\n"
         "<parameter=content>\nB\n</parameter>\n<parameter=old>\nA\n</parameter>\n</function>\n"
         "</tool_call>",
+        # a null for the optional old: a whole write (Hermes JSON, a Python literal's None)
+        '<tool_call>{"name": "write_file", "arguments": {"path": "a.txt", "content": "B", '
+        '"old": null}}</tool_call>',
+        'write_file(path="a.txt", content="B", old=None)',
     ],
-    ids=["hermes-edit", "hermes-whole", "qwen3-coder-edit"],
+    ids=["hermes-edit", "hermes-whole", "qwen3-coder-edit", "hermes-null", "python-none"],
 )
 def test_a_call_written_as_text_is_read_with_old_or_without(text):
     known = calls.parameters(tools.TOOLS)
     [found] = dialects.recover_tool_calls(text, known, ())[0]
     arguments = json.loads(found["function"]["arguments"])
     assert found["function"]["name"] == "write_file" and arguments["path"] == "a.txt"
-    assert arguments["content"] == "B" and arguments.get("old", "A") == "A"
+    assert arguments["content"] == "B" and arguments.get("old", "A") in ("A", None)
 
 
 def test_a_call_with_a_parameter_no_tool_takes_is_no_call():
@@ -241,3 +263,25 @@ def test_a_file_past_the_edit_bound_is_refused_without_being_read_whole(workspac
     with pytest.raises(ToolError, match="too large for an edit"):
         edit(workspace, "a = 1", "a = 2", "big.txt")
     assert (workspace / "big.txt").read_bytes().startswith(b"a = 1\n")
+
+
+def test_a_value_that_holds_a_parameters_opening_tag_is_no_call():
+    # Qwen3-Coder's XML (vLLM qwen3coder_tool_parser.py): content that shows <parameter=old>
+    # would end at it, and old take its text; the closing tag left over says the reading is
+    # a guess, so it is no call, and nothing is written on it
+    text = (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nREADME.md\n</parameter>\n"
+        "<parameter=content>\n# Calls\nAn edit names the text to replace:\n<parameter=old>\nX\n"
+        "</parameter>\n</parameter>\n</function>\n</tool_call>"
+    )
+    assert dialects.recover_tool_calls(text, calls.parameters(tools.TOOLS), ())[0] == []
+
+
+def test_show_says_an_edit_as_the_old_lines_and_the_new(loop, server):
+    (loop.workdir / "app.py").write_text(APP)
+    arguments = {"path": "app.py", "content": "sum(xs) * 2 # " + "long " * 80, "old": "sum(xs)"}
+    server.add(reply(tool_calls=[call("write_file", arguments, "e1")]), reply("done"))
+    ran = loop("double it")
+    shown = "\n".join(page.shown(ran.events(), "system"))
+    said = "  → write_file, edit app.py:\n      - sum(xs)\n      + sum(xs) * 2 # long"
+    assert said in shown, shown
