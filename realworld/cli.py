@@ -229,6 +229,8 @@ def converse(program: Program, options, task: str, recorded: list[dict], transcr
         options.resume
     ):  # the ids the recorded run gave, in every conversation: a new call takes none
         client.ids |= {c["id"] for r in runs.requests(recorded) for c in r.calls}
+        # a budget is the run's, whichever process spends it: what it spent before counts
+        client.charges = [replies.recorded_spend(runs.requests(recorded), options.model)]
     going_on = approvals is not None
     settings = {
         "model": options.model,

@@ -112,6 +112,8 @@ class Client:
         # said no usage; the requests counted, to bound the next one's prompt (prompt_bound())
         self.charges, self.counted, self.stopped = [], [], False
         self.most_output = None  # the largest max_tokens the server takes, once it has said it
+        self.cap_name = "max_tokens"  # or max_completion_tokens, where the server asks for it
+        self.guessed = False  # a reply came with no usage: what was spent is a bound
         self.base_url = shown_url(str(getattr(inner, "base_url", "")))
         self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
         # the last request's conversation, length and prompt tokens; warned yet
@@ -164,7 +166,7 @@ class Client:
         if self.trace:
             dump = raw.model_dump_json(indent=2, warnings=False)
             say(f"── response (raw JSON)\n{hide_secrets(dump)}")
-        cap = request.get("max_tokens")
+        cap = request.get(self.cap_name)
         if bound and cap == bound.affordable and raw.choices[0].finish_reason == "length":
             say(f"agent: the budget left buys a reply of at most {cap} tokens; it was cut there")
         if getattr(raw, "as_recorded", False):  # a replay's message, repaired when it was recorded
@@ -174,7 +176,7 @@ class Client:
         usage = usage_of(raw)
         self.tokens.append(count_tokens(usage))
         self.costs.append(cost_of(self.tokens[-1], config.prices(model)))
-        self.charge(bound, request.get("max_tokens"), model)
+        self.charge(bound, message, model)
         self.count_prompt(bound, self.tokens[-1]["prompt"])
         size = estimate(messages, tools)  # a compaction makes it smaller, as the server's count
         self.ratio = counted_against_estimate(self.tokens[-1]["prompt"], size, self.ratio)
@@ -203,15 +205,20 @@ class Client:
         if resumed is not None:
             self.inner.resumed = None
             self.tokens, self.costs, self.last, self.ratio = [], [], (None, 0, 0, False), 1.0
-            self.charges, self.counted = [], []
+            self.counted = []  # what was spent stays: a budget is the run's, in every process
             self.window = resumed or None
 
     def send_within_cap(self, send, model, messages, request, known, quoting):
-        """ask() the server; where it refuses the reply's cap as larger than it allows, once more
-        with the largest it named, kept for the requests after."""
-        if self.most_output and "max_tokens" in request:
-            request["max_tokens"] = min(request["max_tokens"], self.most_output)
-        for attempt in range(2):
+        """ask() the server; where it refuses the reply's cap, again: with the most it named
+        (kept for the requests after), under the name it asks for (max_completion_tokens), or,
+        where it says the prompt and the cap pass its window, with the room its window leaves.
+        At most three times, the cap smaller each time."""
+        name = self.cap_name
+        if "max_tokens" in request:
+            cap = request.pop("max_tokens")
+            request[name] = min(cap, self.most_output or cap)
+        for attempt in range(4):
+            cap = request.get(name) if attempt < 3 else None
             try:
                 return ask(
                     lambda: send(model=model, messages=messages, **request),
@@ -219,15 +226,28 @@ class Client:
                     model,
                     known,
                     quoting,
-                    request.get("max_tokens") if attempt == 0 else None,
+                    cap,
                 )
             except CapRefused as e:
-                say(f"agent: the server takes max_tokens of at most {e.most}; asking again")
-                request["max_tokens"] = e.most
-                if e.window:  # vLLM's room is its window less the prompt: it shrinks as it grows
+                if e.most is None:  # the same cap, under the name the server takes
+                    self.cap_name = name = "max_completion_tokens"
+                    request[name] = request.pop("max_tokens")
+                    say("agent: the server takes max_completion_tokens, not max_tokens; again")
+                    continue
+                say(f"agent: the server takes a reply of at most {e.most} tokens; asking again")
+                request[name] = e.most
+                if e.window:  # the room its window leaves: it shrinks as the prompt grows
                     self.window = e.window
                 else:
                     self.most_output = e.most
+            except ContextFull as e:  # the prompt and the cap together, not the prompt, too long?
+                room = (e.window or 0) - round(
+                    estimate(messages, request.get("tools")) * self.ratio
+                )
+                if cap is None or not 0 < room < cap:
+                    raise
+                say(f"agent: the server's window leaves a reply of at most {room} tokens; again")
+                self.window, request[name] = e.window, room
         raise AssertionError("unreachable")  # pragma: no cover
 
     def spent(self) -> float:
@@ -250,9 +270,11 @@ class Client:
             self.stopped = True
             raise BudgetSpent(config.no_price_for(model))
         prompt = self.prompt_bound(messages, tools)
-        left = self.budget - self.spent() - prompt * prices.input / 1_000_000
+        # each prompt token at the dearer of the two (a cache hit is the cheaper, as a rule)
+        left = self.budget - self.spent() - prompt * max(prices.input, prices.cached) / 1_000_000
         per_token = prices.output / 1_000_000
-        reply = math.floor(left / per_token) if per_token else None
+        # at most what any server takes (OpenAI: "expected a value <= 2147483647")
+        reply = math.floor(min(left / per_token, MAX_CAP)) if per_token else None
         if left < 0 or (reply is not None and reply < 1):
             self.stopped = True
             raise BudgetSpent(self.not_sent(prompt, prices))
@@ -265,11 +287,11 @@ class Client:
     def not_sent(self, prompt: int, prices) -> str:
         """What a request the budget stopped says: what was spent, and what it could cost."""
         budget = money(self.budget, prices.currency)
-        most = money(prompt * prices.input / 1_000_000, prices.currency)
+        most = money(prompt * max(prices.input, prices.cached) / 1_000_000, prices.currency)
         why = f"its prompt could cost up to {most}, and leave nothing for a reply"
         if not self.charges:
             return f"the budget of {budget} buys no request: {why}; none was sent"
-        spent = money(self.spent(), prices.currency)
+        spent = ("up to " if self.guessed else "") + money(self.spent(), prices.currency)
         return f"spent {spent} of the budget of {budget}; the next request was not sent: {why}"
 
     def prompt_bound(self, messages: list[dict], tools) -> int:
@@ -295,15 +317,19 @@ class Client:
         digest = hashlib.sha256(bound.key.data[: bound.key.size - 2]).digest()
         self.counted = [*self.counted[-7:], (bound.key.size, digest, prompt)]
 
-    def charge(self, bound: "Bound | None", cap: int | None, model: str) -> None:
+    def charge(self, bound: "Bound | None", reply: dict, model: str) -> None:
         """Count this request against the budget: what it cost, or, where the server said no
-        usage, its most: its prompt bound at the cache-miss price and its whole cap."""
+        usage, its most: its prompt bound and a token a byte of all the reply sent (its text,
+        its thinking, its calls), at the dearer prices."""
         prices, cost = config.prices(model), self.costs[-1]
         if self.tokens[-1]["prompt"] or bound is None or prices is None:
             self.charges.append(cost["amount"] if cost else 0.0)
             return
-        reply = max(cap or 0, self.tokens[-1]["completion"])
-        self.charges.append((bound.prompt * prices.input + reply * prices.output) / 1_000_000)
+        self.guessed = True
+        sent = nbytes(json.dumps(reply, ensure_ascii=False, default=str))
+        made = max(sent, self.tokens[-1]["completion"])
+        most = bound.prompt * max(prices.input, prices.cached) + made * prices.output
+        self.charges.append(most / 1_000_000)
 
     def prompt_was_cut(self, conversation: tuple, size: int, prompt: int) -> bool:
         """Whether the server counted fewer prompt tokens than for the request before, though the
@@ -343,6 +369,14 @@ class Bound(NamedTuple):
     reply: int | None
     key: Prompt
     affordable: int | None
+
+
+def recorded_spend(requests: list, model: str) -> float:
+    """What a transcript's requests (runs.requests()) cost at model's prices, from the usage
+    each reply recorded: what a resumed run spent before."""
+    prices = config.prices(model)
+    costs = [cost_of(count_tokens(r.reply.get("usage")), prices) for r in requests]
+    return sum(cost["amount"] for cost in costs if cost)
 
 
 def counted_against_estimate(prompt: int, guess: int, ratio: float) -> float:
@@ -1205,28 +1239,49 @@ WINDOW = Pattern(
 )
 
 
-# vLLM's refusal of a max_tokens larger than its window leaves: "'max_tokens' or
-# 'max_completion_tokens' is too large: 2000. This model's maximum context length is 4096 tokens
-# and your request has 3000 input tokens (2000 > 4096 - 3000)" (vllm/entrypoints/openai).
-ROOM = Pattern(r"\d+\s*>\s*(\d+)\s*-\s*(\d+)")
+MAX_CAP = 2**31 - 1  # the largest max_tokens a server takes: OpenAI's int32
+
+# How servers name the most a reply may take, when they refuse a larger max_tokens (each one's
+# own words): vLLM "(2000 > 4096 - 3000)" and Anthropic's "198000 + 8192 > 200000", the window
+# less the prompt; OpenAI "supports at most 4096 completion tokens", Groq "must be less than or
+# equal to `8192`", OpenAI's "expected a value <= 2147483647", DeepSeek "the valid range of
+# max_tokens is [1, 8192]", Gemini "from 1 (inclusive) to 65537 (exclusive)": the most.
+ROOM = Pattern(r"\d+\s*>\s*(\d+)\s*-\s*(\d+)|(\d+)\s*\+\s*\d+\s*>\s*(\d+)")
+MOST = Pattern(
+    r"(?:at most|<=|≤|less than or equal to|no more than|up to)\s*[`'\"]?(\d+)"
+    r"|\[\s*[01]\s*,\s*(\d+)\s*\]|to (\d+) \(exclusive\)|\[\s*[01]\s*,\s*(\d+)\s*\)",
+    re.I,
+)
+CAP_NAMES = Pattern(
+    r"max_(?:completion_)?tokens|max_new_tokens|maxOutputTokens|max output tokens", re.I
+)
 
 
-def cap_allowed(error: Exception, cap: int) -> tuple[int, int | None] | None:
-    """Where a refusal (400, 422) names the request's max_tokens (or max_completion_tokens) and a
-    smaller number it allows: (that number, the window it is the room of, or None). vLLM's room
-    is its window less the prompt (ROOM); OpenAI's "supports at most 4096 completion tokens" and
-    DeepSeek's "the valid range of max_tokens is [1, 8192]" name the most: the largest number
-    below cap. None elsewhere."""
+def cap_allowed(error: Exception, cap: int) -> tuple[int | None, int | None] | None:
+    """Where a refusal (400, 422) names the reply's cap (max_tokens, max_completion_tokens) and
+    what it allows: (the most, the window it is the room of or None), the most below cap; (None,
+    None) where it asks for max_completion_tokens instead (OpenAI's reasoning models: "Use
+    'max_completion_tokens' instead"). None elsewhere: a number beside no limit's words (a date
+    in a model's name, a column) is never taken for one."""
     if getattr(error, "status_code", None) not in (400, 422):
         return None
-    text, code = error_text(error)[:2_000], str(getattr(error, "status_code", ""))
-    if not re.search(r"max_(?:completion_)?tokens", text):
+    text = re.sub(r"(?<=\d),(?=\d{3})", "", error_text(error)[:2_000])  # 8,192 is 8192
+    if not CAP_NAMES.search(text):
         return None
+    if "max_completion_tokens" in text and re.search(
+        r"unsupported|not supported|instead", text, re.I
+    ):
+        return None, None
     if room := ROOM.search(text):
-        window, prompt = map(int, room.groups())
+        window, prompt = (
+            int(n) for n in (room.group(1) or room.group(4), room.group(2) or room.group(3))
+        )
         return (window - prompt, window) if 0 < window - prompt < cap else None
-    named = [int(n) for n in re.findall(r"(?<![\d.])\d+(?![\d.])", text.replace(",", ""))]
-    below = [n for n in named if 0 < n < cap and str(n) != code]
+    named = [
+        int(m.group(1) or m.group(2) or m.group(4)) if not m.group(3) else int(m.group(3)) - 1
+        for m in MOST.finditer(text)
+    ]
+    below = [n for n in named if 0 < n < cap]
     return (max(below), None) if below else None
 
 

@@ -13,7 +13,7 @@ for, and a server that refuses the cap as too large.
 """
 
 import pytest
-from conftest import KEY
+from conftest import KEY, clean_env, posix_only
 from scripted_server import Error, Honest, ScriptedServer, call, reply
 from test_beyond_the_loop import subagent
 
@@ -148,38 +148,135 @@ def test_a_reply_with_no_usage_counts_at_its_most(loop, honest):
         assert spent <= budget, (budget, spent, status)  # the server's count, which it kept
 
 
-@pytest.mark.parametrize(
-    "refusal, most",
-    [
-        # OpenAI's refusal of a max_tokens past the model's most (param "max_tokens")
-        (
-            "max_tokens is too large: {cap}. This model supports at most 4096 completion tokens, "
-            "whereas you provided {cap}.",
-            4096,
-        ),
-        # DeepSeek's (api-docs.deepseek.com: the valid range of max_tokens)
-        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),
-        # vLLM's (vllm/entrypoints/openai/serving_engine.py): the window less the prompt
-        (
-            "'max_tokens' or 'max_completion_tokens' is too large: {cap}. This model's maximum "
-            "context length is 4096 tokens and your request has 1000 input tokens ({cap} > 4096 - "
-            "1000).",
-            3096,
-        ),
-    ],
-    ids=["openai", "deepseek", "vllm"],
-)
-def test_a_cap_the_server_refuses_as_too_large_is_asked_again_at_its_most(
-    loop, honest, refusal, most
-):
+# Each provider's refusal of a max_tokens larger than it takes, in its own words, and what the
+# agent asks again with: the most it names, never another number in the text
+CAP_REFUSALS = {
+    # OpenAI (param "max_tokens")
+    "openai": (
+        "max_tokens is too large: {cap}. This model supports at most 4096 completion tokens, "
+        "whereas you provided {cap}.",
+        4096,
+    ),
+    # DeepSeek (api-docs.deepseek.com: the valid range of max_tokens)
+    "deepseek": ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", 8192),
+    # vLLM (vllm/entrypoints/openai/serving_engine.py): the window less the prompt
+    "vllm": (
+        "'max_tokens' or 'max_completion_tokens' is too large: {cap}. This model's maximum "
+        "context length is 4096 tokens and your request has 1000 input tokens ({cap} > 4096 - "
+        "1000).",
+        3096,
+    ),
+    # Groq
+    "groq": (
+        "`max_tokens` must be less than or equal to `8192`, the maximum value for "
+        "`max_tokens` is less than the `context_window` for this model",
+        8192,
+    ),
+    # Gemini's OpenAI-compatible endpoint: an exclusive end
+    "gemini": (
+        "The maximum number of tokens (maxOutputTokens) value of {cap} is out of range: "
+        "supported values are from 1 (inclusive) to 65537 (exclusive).",
+        65536,
+    ),
+    # Anthropic's OpenAI-compatible endpoint: the prompt and the cap against the window, and a
+    # date in the model's name that is no limit
+    "anthropic-sum": (
+        "input length and `max_tokens` exceed context limit: 198000 + {cap} > "
+        "200000, decrease input length or `max_tokens` and try again",
+        2000,
+    ),
+    "anthropic-date": (
+        "max_tokens: {cap} > 4096, which is the maximum allowed number of output "
+        "tokens for claude-3-haiku-20240307",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CAP_REFUSALS))
+def test_a_cap_the_server_refuses_as_too_large_is_asked_again_at_its_most(loop, honest, name):
+    refusal, most = CAP_REFUSALS[name]
     said = lambda body: refusal.format(cap=body["max_tokens"])  # noqa: E731
     honest.add(Error(400, said, times=1), Honest(reply("done")))
     ran = loop("go", model="deepseek-flash", budget=1.0)
+    if most is None:  # "> 4096" names no limit in words the agent reads: said as it is
+        assert ran.status == "api_error" and len(honest.requests) == 1
+        assert "20240307" not in str([r["body"].get("max_tokens") for r in honest.requests])
+        return
     assert ran.status == "answered", ran.text
     first, second = (r["body"].get("max_tokens") for r in honest.requests)
     assert first > most and second == most
-    assert "the server takes max_tokens of at most" in ran.stderr
+    assert f"the server takes a reply of at most {most} tokens; asking again" in ran.stderr
     assert not [e for e in ran.events() if e["type"] == "context/compacted"]
+
+
+def test_a_refusal_in_two_stages_is_followed_down(loop, honest):
+    # a gateway's own bound first, then the model's own most (OpenAI's words, both)
+    honest.add(
+        Error(
+            400,
+            "Invalid 'max_tokens': integer above maximum value. Expected a value <= "
+            "1000000, but got 2147483647 instead.",
+            times=1,
+        ),
+        Error(
+            400,
+            "max_tokens is too large: 1000000. This model supports at most 16384 "
+            "completion tokens, whereas you provided 1000000.",
+            times=1,
+        ),
+        Honest(reply("done")),
+    )
+    ran = loop("go", model="deepseek-flash", budget=1e9)
+    assert ran.status == "answered", ran.text
+    assert [r["body"]["max_tokens"] for r in honest.requests] == [2**31 - 1, 1_000_000, 16384]
+
+
+def test_a_model_that_takes_max_completion_tokens_is_asked_again_under_that_name(loop, honest):
+    # OpenAI's reasoning models refuse max_tokens by name
+    honest.add(
+        Error(
+            400,
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+            "'max_completion_tokens' instead.",
+            times=1,
+        ),
+        Honest(reply("done")),
+        Honest(reply("again")),
+    )
+    ran = loop("go", model="deepseek-flash", budget=1.0)
+    assert ran.status == "answered", ran.text
+    first, second = (r["body"] for r in honest.requests)
+    assert "max_tokens" in first and "max_tokens" not in second
+    assert second["max_completion_tokens"] == first["max_tokens"]
+
+
+def test_a_context_refusal_of_the_prompt_and_the_cap_is_asked_again_with_the_room(loop, honest):
+    # OpenRouter: the window, and the cap counted as part of the request
+    honest.add(
+        Error(
+            400,
+            lambda body: (
+                "This endpoint's maximum context length is 131072 tokens. "
+                f"However, you requested about {body['max_tokens'] + 600} tokens (600 of text "
+                f"input, {body['max_tokens']} in the output). Please reduce the length of either "
+                "one."
+            ),
+            times=1,
+        ),
+        Honest(reply("done")),
+    )
+    ran = loop("go", model="deepseek-flash", budget=1.0)
+    assert ran.status == "answered", ran.text
+    second = honest.requests[1]["body"]["max_tokens"]
+    assert 120_000 < second < 131_072
+    assert not [e for e in ran.events() if e["type"] == "context/compacted"]
+
+
+def test_a_budget_past_any_number_a_server_takes_caps_at_the_largest_it_takes(loop, honest):
+    honest.add(Honest(reply("done")))
+    ran = loop("go", model="deepseek-flash", budget=1e305)
+    assert ran.status == "answered" and honest.requests[0]["body"]["max_tokens"] == 2**31 - 1
 
 
 def test_a_budget_that_cannot_pay_the_first_prompt_sends_nothing_and_says_so(loop, honest):
@@ -208,3 +305,72 @@ def test_a_reply_cut_at_the_budgets_cap_says_the_budget_bought_no_more(loop, hon
         ran.stderr
     )
     assert billed(honest) <= 0.001
+
+
+@posix_only
+def test_a_resumed_run_counts_what_it_spent_before_against_its_budget(agent, honest):
+    # a budget is the run's: a --resume after a pause goes on with what is left of it
+    env = clean_env(AGENT_API_KEY=KEY)
+    reads = [
+        Honest(reply(tool_calls=[call("read_file", {"path": "app.txt"}, f"r{n}")]))
+        for n in range(6)
+    ]
+    agent.workdir.mkdir()
+    (agent.workdir / "app.txt").write_text(FILE)
+
+    def both(budget: float) -> float:
+        honest.script[:], _ = [], honest.requests.clear()
+        honest.sent.clear()
+        honest.add(
+            *reads, Honest(reply(tool_calls=[call("run_shell", {"command": "echo hi"}, "s1")]))
+        )
+        honest.add(*reads, Honest(reply("done")))
+        flags = ["--model", "deepseek-flash", "--budget", str(budget)]
+        paused = agent(*flags, "read app.txt, then echo hi", env=env)
+        if paused.returncode == 4:
+            agent("--resume", str(paused.transcript), "--approve", *flags, env=env)
+        return billed(honest)
+
+    whole = both(1.0)
+    assert len(honest.requests) == 14  # it paused, and went on to the end
+    for share in (0.3, 0.5, 0.7, 0.9):
+        assert both(whole * share) <= whole * share
+
+
+def test_a_reply_with_no_usage_counts_at_a_token_a_byte_and_the_run_goes_on(loop, honest):
+    _, tried = sweep(loop, honest, fixing_task(usage=False))
+    assert max(sent for *_, sent in tried) > 3  # not stopped after its first request
+    budget = next(b for b, _, status, sent in tried if status == "budget" and sent)
+    ran = run_on(loop, honest, fixing_task(usage=False), budget)
+    assert ran.text.startswith("spent up to ")  # what was spent is a bound: no usage was said
+
+
+def test_a_cached_price_above_the_input_price_bounds_the_prompt_at_it(loop, honest, monkeypatch):
+    monkeypatch.setattr(config, "PRICE_INPUT", 0.1)
+    monkeypatch.setattr(config, "PRICE_CACHED", 0.5)  # dearer than a miss: the bound takes it
+    monkeypatch.setattr(config, "PRICE_OUTPUT", 1.0)
+    prices = config.prices("any")
+    script = fixing_task()
+    run_on(loop, honest, script, None)
+    cost = sum(
+        (
+            (u["prompt_tokens"] - u["prompt_cache_hit_tokens"]) * 0.1
+            + u["prompt_cache_hit_tokens"] * 0.5
+            + u["completion_tokens"] * 1.0
+        )
+        / 1e6
+        for u in honest.sent
+    )
+    assert prices.cached == 0.5
+    for share in (0.2, 0.5, 0.8):
+        run_on(loop, honest, script, cost * share)
+        spent = sum(
+            (
+                (u["prompt_tokens"] - u["prompt_cache_hit_tokens"]) * 0.1
+                + u["prompt_cache_hit_tokens"] * 0.5
+                + u["completion_tokens"] * 1.0
+            )
+            / 1e6
+            for u in honest.sent
+        )
+        assert spent <= cost * share
