@@ -230,9 +230,11 @@ class Client:
                 )
             except CapRefused as e:
                 if e.most is None:  # the same cap, under the name the server takes
+                    if name != "max_tokens":
+                        raise
                     self.cap_name = name = "max_completion_tokens"
                     request[name] = request.pop("max_tokens")
-                    say("agent: the server takes max_completion_tokens, not max_tokens; again")
+                    say("agent: the server takes max_completion_tokens; asking again")
                     continue
                 say(f"agent: the server takes a reply of at most {e.most} tokens; asking again")
                 request[name] = e.most
@@ -246,7 +248,7 @@ class Client:
                 )
                 if cap is None or not 0 < room < cap:
                     raise
-                say(f"agent: the server's window leaves a reply of at most {room} tokens; again")
+                say(f"agent: the window leaves a reply of at most {room} tokens; asking again")
                 self.window, request[name] = e.window, room
         raise AssertionError("unreachable")  # pragma: no cover
 
