@@ -359,6 +359,7 @@ def show_waiting(messages: list[dict]) -> None:
     for call in waiting(messages):
         name, arguments = call["function"]["name"], call["function"]["arguments"]
         whole = command_of(arguments) if name == "run_shell" else shown_arguments(arguments)
+        whole = consent.edit_shown(name, arguments) or whole  # an edit: its old text and new
         as_text = " (the model wrote it as text, not as a tool call)" * is_text(call)
         say(
             f"  ⏸ [{code(call)}] {one_line(name)}, id {one_line(call['id'])}{as_text}:\n"

@@ -210,9 +210,10 @@ class Client:
 
     def send_within_cap(self, send, model, messages, request, known, quoting):
         """ask() the server; where it refuses the reply's cap, again: with the most it named
-        (kept for the requests after), under the name it asks for (max_completion_tokens), or,
-        where it says the prompt and the cap pass its window, with the room its window leaves.
-        At most three times, the cap smaller each time."""
+        (kept for the requests after), or under the name it asks for (max_completion_tokens). At
+        most three times, the cap smaller each time. A refusal of the prompt and the cap as
+        longer than the window is the client's ContextFull: the run compacts, and the next cap
+        keeps to the window's room (keep_to_budget())."""
         name = self.cap_name
         if "max_tokens" in request:
             cap = request.pop("max_tokens")
@@ -237,19 +238,10 @@ class Client:
                     say("agent: the server takes max_completion_tokens; asking again")
                     continue
                 say(f"agent: the server takes a reply of at most {e.most} tokens; asking again")
-                request[name] = e.most
-                if e.window:  # the room its window leaves: it shrinks as the prompt grows
-                    self.window = e.window
-                else:
-                    self.most_output = e.most
-            except ContextFull as e:  # the prompt and the cap together, not the prompt, too long?
-                room = (e.window or 0) - round(
-                    estimate(messages, request.get("tools")) * self.ratio
-                )
-                if cap is None or not 0 < room < cap:
-                    raise
-                say(f"agent: the window leaves a reply of at most {room} tokens; asking again")
-                self.window, request[name] = e.window, room
+                # kept for the requests after (where it is a window's room, a later refusal
+                # lowers it again); never the window itself, which only a compaction, recorded,
+                # may learn: a replay of the run compacts where it did
+                self.most_output = request[name] = e.most
         raise AssertionError("unreachable")  # pragma: no cover
 
     def spent(self) -> float:

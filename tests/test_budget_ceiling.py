@@ -251,8 +251,12 @@ def test_a_model_that_takes_max_completion_tokens_is_asked_again_under_that_name
     assert second["max_completion_tokens"] == first["max_tokens"]
 
 
-def test_a_context_refusal_of_the_prompt_and_the_cap_is_asked_again_with_the_room(loop, honest):
-    # OpenRouter: the window, and the cap counted as part of the request
+def test_a_context_refusal_of_the_prompt_and_the_cap_teaches_the_window_the_cap_keeps_to(
+    loop, honest
+):
+    # OpenRouter counts the cap in the request. It is a context refusal as any other: the run
+    # compacts where it can, or ends with one line, and its turn/end records the window (so that
+    # a replay goes as it went); from then on the cap keeps to the room that window leaves
     honest.add(
         Error(
             400,
@@ -266,11 +270,13 @@ def test_a_context_refusal_of_the_prompt_and_the_cap_is_asked_again_with_the_roo
         ),
         Honest(reply("done")),
     )
-    ran = loop("go", model="deepseek-flash", budget=1.0)
-    assert ran.status == "answered", ran.text
-    second = honest.requests[1]["body"]["max_tokens"]
-    assert 120_000 < second < 131_072
-    assert not [e for e in ran.events() if e["type"] == "context/compacted"]
+    client = replies.Client(replies.openai_client(honest.url, KEY, 60))
+    options = {"client": client, "model": "deepseek-flash", "budget": 1.0}
+    refused = loop("go", **options)
+    assert refused.status == "context_full" and client.window == 131_072
+    again = loop("go on", **options)
+    assert again.status == "answered", again.text
+    assert 120_000 < honest.requests[-1]["body"]["max_tokens"] < 131_072
 
 
 def test_a_budget_past_any_number_a_server_takes_caps_at_the_largest_it_takes(loop, honest):

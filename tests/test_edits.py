@@ -285,3 +285,18 @@ def test_show_says_an_edit_as_the_old_lines_and_the_new(loop, server):
     shown = "\n".join(page.shown(ran.events(), "system"))
     said = "  → write_file, edit app.py:\n      - sum(xs)\n      + sum(xs) * 2 # long"
     assert said in shown, shown
+
+
+@posix_only
+def test_a_paused_edit_is_listed_as_its_old_text_and_new(agent, server):
+    agent.workdir.mkdir()
+    (agent.workdir / "app.py").write_text(APP)
+    text = (
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "app.py", "content": '
+        '"sum(xs) * 2", "old": "sum(xs)"}}\n</tool_call>'
+    )
+    server.add(reply(text))
+    paused = agent("--yes", "double it")  # no terminal: a call written as text waits
+    assert paused.returncode == 4, paused.stderr
+    assert "    edit app.py:\n    - sum(xs)\n    + sum(xs) * 2" in paused.stderr
+    assert (agent.workdir / "app.py").read_text() == APP
