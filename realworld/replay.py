@@ -106,10 +106,10 @@ class Replay:
             as_recorded=True,
         )
 
-    def budget_stopped(self) -> None:
+    def budget_stopped(self) -> bool:
         """The replay's own budget stopped a request where the recording's stopped one too: that
-        stop is passed, as if it were the recording's."""
-        self.take_failure("budget")
+        stop is passed, as if it were the recording's; whether there was one."""
+        return self.take_failure("budget") is not None
 
     def take_failure(self, only: str | None = None) -> list | None:
         """The recording's next failure at this request ([status, words, window]), passed, and

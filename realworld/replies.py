@@ -137,8 +137,10 @@ class Client:
         """create()'s reply: the request sent, its reply read, repaired and counted."""
         try:
             bound = self.keep_to_budget(model, messages, tools)
-        except BudgetSpent:  # a replay passes the recording's stop here, if it had one
-            getattr(self.inner, "budget_stopped", lambda: None)()
+        except BudgetSpent:  # a replay passes the recording's stop here, if it had one, and
+            # goes on past it as the recording went on: it is not this budget's own end
+            if getattr(self.inner, "budget_stopped", lambda: False)():
+                self.stopped = False
             raise
         if bound and bound.reply is not None:  # the reply capped at what the money left buys
             request["max_tokens"] = min(bound.reply, request.get("max_tokens") or bound.reply)
@@ -250,7 +252,8 @@ class Client:
         return sum(self.charges)
 
     def spent_out(self) -> bool:
-        """Whether this client's own budget stopped a request (not a replay's recorded stop)."""
+        """Whether this client's own budget stopped the last request it stopped (not where a
+        replay's recording stopped too)."""
         return self.stopped
 
     def keep_to_budget(self, model: str, messages: list[dict], tools) -> "Bound | None":
