@@ -26,15 +26,22 @@ def needs_yes(name: str, arguments: str, call_id=None) -> bool:
     call the model wrote as text that could change anything: any but read_file. Arguments that do
     not parse are refused without asking, so they are never approved blindly. Whether this run
     asks is asks()'s: --yes and AGENT_TEXT_CALLS=run ask less."""
-    try:
-        args = json.loads(arguments) if not nested_deeper(arguments) else None
-    except (ValueError, TypeError, RecursionError):
-        return False
-    if not isinstance(args, dict):  # a JSON string: what the model sent was not JSON
+    args = parsed(arguments)
+    if args is None:
         return False
     if name == "run_shell":  # run_shell(command): tools.TOOLS
         return list(args) == ["command"] and is_command(args["command"])
     return written_as_text(call_id) and name not in READS
+
+
+def parsed(arguments: str) -> dict | None:
+    """A call's arguments as the object they parse to; None where they do not parse, are nested
+    too deep, or are no object (a JSON string: what the model sent was not JSON)."""
+    try:
+        args = json.loads(arguments) if not nested_deeper(arguments) else None
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return args if isinstance(args, dict) else None
 
 
 def asks(name: str, arguments: str, call_id, given: dict) -> bool:
@@ -121,7 +128,7 @@ def ask_before(name: str, args: dict, from_text: bool) -> None:
     said = AS_TEXT if from_text else ""
     if name == "write_file" and isinstance(args.get("path"), str) and args.get("old") is not None:
         old, new = (as_text_of(args[key]) for key in ("old", "content"))
-        shown = [shown_command(t, *screen()) if t else "    (nothing)" for t in (old, new)]
+        shown = [shown_text(old), shown_text(new)]
         answer(
             f"\nIn {visible(args['path'])}, replace these {len(old)} characters:\n{shown[0]}\n"
             f"with these {len(new)}:\n{shown[1]}\n\n{said}Make this edit? [y/N] "
@@ -129,9 +136,10 @@ def ask_before(name: str, args: dict, from_text: bool) -> None:
         return
     if name == "write_file" and isinstance(args.get("path"), str):
         text = as_text_of(args["content"])
-        shown = shown_command(text, *screen()) if text else "    (nothing)"
         where = visible(args["path"])
-        answer(f"\n{shown}\n\n{said}Write these {len(text)} characters to {where}? [y/N] ")
+        answer(
+            f"\n{shown_text(text)}\n\n{said}Write these {len(text)} characters to {where}? [y/N] "
+        )
         return
     arguments = json.dumps(args, indent=2, ensure_ascii=False)
     answer(
@@ -142,16 +150,18 @@ def ask_before(name: str, args: dict, from_text: bool) -> None:
 def edit_shown(name: str, arguments: str) -> str | None:
     """A write_file call that edits, as the page shows it: its path, then each line of old with
     "- " before it and each of the new text with "+ "; None for any other call."""
-    try:
-        args = json.loads(arguments) if not nested_deeper(arguments) else None
-    except (ValueError, TypeError, RecursionError):
-        return None
-    if name != "write_file" or not isinstance(args, dict) or args.get("old") is None:
+    args = parsed(arguments)
+    if name != "write_file" or args is None or args.get("old") is None:
         return None
     # every character a terminal or a page would draw as nothing, or over another, an escape
     old, new = (visible(as_text_of(args.get(key, ""))).split("\n") for key in ("old", "content"))
     lines = [f"- {line}" for line in old] + [f"+ {line}" for line in new]
     return f"edit {visible(str(args.get('path')))}:\n" + "\n".join(lines)
+
+
+def shown_text(text: str) -> str:
+    """A text a question shows, on one screen as a command is (shown_command())."""
+    return shown_command(text, *screen()) if text else "    (nothing)"
 
 
 def as_text_of(content) -> str:

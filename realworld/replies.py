@@ -72,12 +72,12 @@ class BudgetSpent(RequestFailed):
 
 
 class CapRefused(RequestFailed):
-    """The server refused the request's max_tokens as larger than it allows: most, the largest
-    it named; window, the context window it named the room from, or None."""
+    """The server refused the request's max_tokens: most, the largest reply it takes (None: it
+    takes the same cap under the name max_completion_tokens)."""
 
-    def __init__(self, text: str, most: int, window: int | None):
+    def __init__(self, text: str, most: int | None):
         super().__init__(text)
-        self.most, self.window = most, window
+        self.most = most
 
 
 class ContextFull(RequestFailed):
@@ -266,7 +266,8 @@ class Client:
         if prices is None:
             self.stopped = True
             raise BudgetSpent(config.no_price_for(model))
-        prompt = self.prompt_bound(messages, tools)
+        key = prompt_key(messages, tools)
+        prompt = self.prompt_bound(key)
         # each prompt token at the dearer of the two (a cache hit is the cheaper, as a rule)
         left = self.budget - self.spent() - prompt * max(prices.input, prices.cached) / 1_000_000
         per_token = prices.output / 1_000_000
@@ -279,7 +280,7 @@ class Client:
         if self.window:  # the server's own window: no reply is longer than what it leaves
             room = max(1, self.window - round(estimate(messages, tools) * self.ratio))
             reply = min(reply, room) if reply is not None else room
-        return Bound(prompt, reply, prompt_key(messages, tools), affordable)
+        return Bound(prompt, reply, key, affordable)
 
     def not_sent(self, prompt: int, prices) -> str:
         """What a request the budget stopped says: what was spent, and what it could cost."""
@@ -291,28 +292,27 @@ class Client:
         spent = ("up to " if self.guessed else "") + money(self.spent(), prices.currency)
         return f"spent {spent} of the budget of {budget}; the next request was not sent: {why}"
 
-    def prompt_bound(self, messages: list[dict], tools) -> int:
-        """The most prompt tokens a request can take: the server's count of an earlier request
-        this one begins with, and a token for each byte added since (a byte-level tokenizer
-        makes at most one; the JSON's keys and quotes outweigh a chat template's markers); a
-        token a byte of it all, where the server counted none of it."""
-        key = prompt_key(messages, tools)
+    def prompt_bound(self, key: bytes) -> int:
+        """The most prompt tokens a request (key: prompt_key()) can take: the server's count of
+        an earlier request this one begins with, and a token for each byte added since (a
+        byte-level tokenizer makes at most one; the JSON's keys and quotes outweigh a chat
+        template's markers); a token a byte of it all, where the server counted none of it."""
         counted = [
             (tokens, size)
             for size, digest, tokens in self.counted
-            if size <= key.size and hashlib.sha256(key.data[: size - 2]).digest() == digest
+            if size <= len(key) and opening(key, size) == digest
         ]
         tokens, size = max(counted, key=lambda c: c[1], default=(0, 0))
         # more, where this server has counted more tokens than bytes (its ratio to bytes / 3)
-        return tokens + math.ceil((key.size - size) * max(1.0, self.ratio / BYTES_PER_TOKEN))
+        return tokens + math.ceil((len(key) - size) * max(1.0, self.ratio / BYTES_PER_TOKEN))
 
     def count_prompt(self, bound: "Bound | None", prompt: int) -> None:
         """Keep the server's count of this request's prompt, for the next one's bound (the last
         few requests: a helper's and its parent's go on alternately)."""
         if bound is None or prompt <= 0:
             return
-        digest = hashlib.sha256(bound.key.data[: bound.key.size - 2]).digest()
-        self.counted = [*self.counted[-7:], (bound.key.size, digest, prompt)]
+        size = len(bound.key)
+        self.counted = [*self.counted[-7:], (size, opening(bound.key, size), prompt)]
 
     def charge(self, bound: "Bound | None", reply: dict, model: str) -> None:
         """Count this request against the budget: what it cost, or, where the server said no
@@ -342,29 +342,26 @@ class Client:
         return cut
 
 
-class Prompt(NamedTuple):
-    """A request's tools and messages as bytes (JSON), to find an earlier request it begins
-    with; size: their length."""
-
-    data: bytes
-    size: int
+def prompt_key(messages: list[dict], tools) -> bytes:
+    """A request's tools and messages as JSON bytes: an earlier request's, less its two closing
+    brackets, begins this one's where this request only adds messages to it."""
+    return json.dumps([tools or [], messages], ensure_ascii=False, default=str).encode()
 
 
-def prompt_key(messages: list[dict], tools) -> Prompt:
-    """The Prompt of a request: an earlier one's, less its closing brackets, begins this one's
-    where this request only adds messages to it."""
-    data = json.dumps([tools or [], messages], ensure_ascii=False, default=str).encode()
-    return Prompt(data, len(data))
+def opening(key: bytes, size: int) -> bytes:
+    """The digest of what a later request begins with where it goes on from the request of size
+    bytes whose key is key[:size]: that request less its two closing brackets."""
+    return hashlib.sha256(key[: size - 2]).digest()
 
 
 class Bound(NamedTuple):
     """The most a request may take: prompt tokens (prompt_bound()), and reply tokens (its
     max_tokens; None: the prices make a reply free and no window is known, no cap needed); key:
-    its Prompt; affordable: the reply tokens the money left buys (None: any number)."""
+    its prompt_key(); affordable: the reply tokens the money left buys (None: any number)."""
 
     prompt: int
     reply: int | None
-    key: Prompt
+    key: bytes
     affordable: int | None
 
 
@@ -566,7 +563,7 @@ def ask(send, base_url: str, model: str, known: dict, quoting=(), cap: int | Non
                 )
                 continue
             if cap and (allowed := cap_allowed(e, cap)):
-                raise CapRefused(explain(e, base_url, model), *allowed) from None
+                raise CapRefused(explain(e, base_url, model), allowed.most) from None
             if context_full(e):
                 raise ContextFull(explain(e, base_url, model), window_of(e)) from None
             raise RequestFailed(explain(e, base_url, model)) from None
@@ -1254,12 +1251,19 @@ CAP_NAMES = Pattern(
 )
 
 
-def cap_allowed(error: Exception, cap: int) -> tuple[int | None, int | None] | None:
+class Allowed(NamedTuple):
+    """What a refusal of the cap allows: most, the largest reply below the cap (None: the same
+    cap, named max_completion_tokens)."""
+
+    most: int | None
+
+
+def cap_allowed(error: Exception, cap: int) -> Allowed | None:
     """Where a refusal (400, 422) names the reply's cap (max_tokens, max_completion_tokens) and
-    what it allows: (the most, the window it is the room of or None), the most below cap; (None,
-    None) where it asks for max_completion_tokens instead (OpenAI's reasoning models: "Use
-    'max_completion_tokens' instead"). None elsewhere: a number beside no limit's words (a date
-    in a model's name, a column) is never taken for one."""
+    what it allows: the most below cap (a window's room: the window less the prompt), or the
+    name max_completion_tokens instead (OpenAI's reasoning models: "Use 'max_completion_tokens'
+    instead"). None elsewhere: a number beside no limit's words (a date in a model's name, a
+    column) is never taken for one."""
     if getattr(error, "status_code", None) not in (400, 422):
         return None
     text = re.sub(r"(?<=\d),(?=\d{3})", "", error_text(error)[:2_000])  # 8,192 is 8192
@@ -1268,18 +1272,18 @@ def cap_allowed(error: Exception, cap: int) -> tuple[int | None, int | None] | N
     if "max_completion_tokens" in text and re.search(
         r"unsupported|not supported|instead", text, re.I
     ):
-        return None, None
+        return Allowed(None)
     if room := ROOM.search(text):
         window, prompt = (
             int(n) for n in (room.group(1) or room.group(4), room.group(2) or room.group(3))
         )
-        return (window - prompt, window) if 0 < window - prompt < cap else None
+        return Allowed(window - prompt) if 0 < window - prompt < cap else None
     named = [
         int(m.group(1) or m.group(2) or m.group(4)) if not m.group(3) else int(m.group(3)) - 1
         for m in MOST.finditer(text)
     ]
     below = [n for n in named if 0 < n < cap]
-    return (max(below), None) if below else None
+    return Allowed(max(below)) if below else None
 
 
 def context_full(error: Exception) -> bool:

@@ -26,13 +26,13 @@ FLASH = config.Prices(*config.DEEPSEEK_PRICES["deepseek-flash"], "USD")
 FILE = "".join(f"line {n}: {'x' * 60}\n" for n in range(40))  # about 2.8 KB
 
 
-def billed(server: ScriptedServer) -> float:
-    """What the server's replies cost at deepseek-flash's prices, from the usage it sent."""
+def billed(server: ScriptedServer, prices: config.Prices = FLASH) -> float:
+    """What the server's replies cost at prices (deepseek-flash's), from the usage it counted."""
     total = 0.0
     for usage in server.sent:
         hit = usage["prompt_cache_hit_tokens"]
-        total += (usage["prompt_tokens"] - hit) * FLASH.input + hit * FLASH.cached
-        total += usage["completion_tokens"] * FLASH.output
+        total += (usage["prompt_tokens"] - hit) * prices.input + hit * prices.cached
+        total += usage["completion_tokens"] * prices.output
     return total / 1_000_000
 
 
@@ -358,25 +358,9 @@ def test_a_cached_price_above_the_input_price_bounds_the_prompt_at_it(loop, hone
     prices = config.prices("any")
     script = fixing_task()
     run_on(loop, honest, script, None)
-    cost = sum(
-        (
-            (u["prompt_tokens"] - u["prompt_cache_hit_tokens"]) * 0.1
-            + u["prompt_cache_hit_tokens"] * 0.5
-            + u["completion_tokens"] * 1.0
-        )
-        / 1e6
-        for u in honest.sent
-    )
+    cost = billed(honest, prices)
     assert prices.cached == 0.5
     for share in (0.2, 0.5, 0.8):
         run_on(loop, honest, script, cost * share)
-        spent = sum(
-            (
-                (u["prompt_tokens"] - u["prompt_cache_hit_tokens"]) * 0.1
-                + u["prompt_cache_hit_tokens"] * 0.5
-                + u["completion_tokens"] * 1.0
-            )
-            / 1e6
-            for u in honest.sent
-        )
+        spent = billed(honest, prices)
         assert spent <= cost * share

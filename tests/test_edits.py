@@ -215,15 +215,18 @@ def test_the_page_shows_an_edit_as_the_old_lines_and_the_new():
     )
 
 
+# an edit of app.py written as text, in Hermes' <tool_call> JSON (vLLM hermes_tool_parser.py)
+DOUBLE_AS_TEXT = (
+    '<tool_call>\n{"name": "write_file", "arguments": {"path": "app.py", "content": '
+    '"sum(xs) * 2", "old": "sum(xs)"}}\n</tool_call>'
+)
+
+
 @posix_only
 def test_an_edit_written_as_text_asks_with_the_old_text_and_the_new(agent, server):
     agent.workdir.mkdir()
     (agent.workdir / "app.py").write_text(APP)
-    text = (
-        '<tool_call>\n{"name": "write_file", "arguments": {"path": "app.py", "content": '
-        '"sum(xs) * 2", "old": "sum(xs)"}}\n</tool_call>'
-    )
-    server.add(reply(text), reply("done"))
+    server.add(reply(DOUBLE_AS_TEXT), reply("done"))
     done = agent("--yes", "double it", terminal="y\n")
     assert done.returncode == 0, done.stderr
     assert (
@@ -291,11 +294,7 @@ def test_show_says_an_edit_as_the_old_lines_and_the_new(loop, server):
 def test_a_paused_edit_is_listed_as_its_old_text_and_new(agent, server):
     agent.workdir.mkdir()
     (agent.workdir / "app.py").write_text(APP)
-    text = (
-        '<tool_call>\n{"name": "write_file", "arguments": {"path": "app.py", "content": '
-        '"sum(xs) * 2", "old": "sum(xs)"}}\n</tool_call>'
-    )
-    server.add(reply(text))
+    server.add(reply(DOUBLE_AS_TEXT))
     paused = agent("--yes", "double it")  # no terminal: a call written as text waits
     assert paused.returncode == 4, paused.stderr
     assert "    edit app.py:\n    - sum(xs)\n    + sum(xs) * 2" in paused.stderr
